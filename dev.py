@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Bootstrap and run the minigrad course.  Pure standard library.
+
+    python3 dev.py lab [jupyter-lab args]   set up .venv, open the course in JupyterLab
+    python3 dev.py test [pytest args]       set up .venv + test tools, run all tests
+    python3 dev.py bench [args]             run the benchmarks (python -m minigrad.bench)
+    python3 dev.py exercises [args]         regenerate exercises/ from solutions/
+
+Everything is installed into ./.venv (created with `python3 -m venv`); nothing
+is registered globally.  Setup is skipped when the requirement files have not
+changed since the last successful run (a stamp file inside .venv).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+WINDOWS = os.name == "nt"
+VBIN = VENV / ("Scripts" if WINDOWS else "bin")
+VPY = VBIN / ("python.exe" if WINDOWS else "python")
+STAMP = VENV / ".minigrad-dev-setup.json"
+FIRST_LESSON = "notebooks/00_start_here.ipynb"
+TORCH_VERSION = "2.13.0"
+TORCH_WHEEL_GLOB = f"torch-{TORCH_VERSION}*cpu*.whl"
+SYSTEM_PACKAGES = {"graphviz": "dot", "chromium": "/usr/bin/chromium"}  # apt name -> what it provides
+MIN_PYTHON = (3, 10)
+
+
+# ----------------------------------------------------------------- helpers
+def say(msg: str) -> None:
+    print(f"[dev.py] {msg}", flush=True)
+
+
+def rel(p) -> str:
+    try:
+        return str(Path(p).relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
+def run(cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    print("+ " + " ".join(shlex.quote(rel(c) if isinstance(c, Path) else str(c)) for c in cmd), flush=True)
+    kw.setdefault("cwd", ROOT)
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.run([str(c) for c in cmd], **kw)
+    if check and proc.returncode != 0:
+        say(f"command failed with exit code {proc.returncode}")
+        sys.exit(proc.returncode or 1)
+    return proc
+
+
+def quiet(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=ROOT, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, **kw)
+
+
+def venv_env() -> dict:
+    """Environment for programs run from the venv: venv first on PATH, and the
+    venv's Jupyter data dir first so its `python3` kernel wins over any kernel
+    registered in the user's home directory."""
+    env = dict(os.environ)
+    env.pop("PYTHONHOME", None)
+    env["VIRTUAL_ENV"] = str(VENV)
+    env["PATH"] = str(VBIN) + os.pathsep + env.get("PATH", "")
+    jp = str(VENV / "share" / "jupyter")
+    env["JUPYTER_PATH"] = jp + (os.pathsep + env["JUPYTER_PATH"] if env.get("JUPYTER_PATH") else "")
+    return env
+
+
+def pip_flags() -> list[str]:
+    flags = ["--disable-pip-version-check"]
+    if not sys.stdout.isatty():
+        flags += ["--progress-bar", "off"]
+    return flags
+
+
+# ----------------------------------------------------------------- the venv
+def venv_works() -> bool:
+    if not VPY.exists():
+        return False
+    return quiet([VPY, "-m", "pip", "--version"]).returncode == 0
+
+
+def bootstrap_pip_without_ensurepip() -> None:
+    """Debian/Ubuntu's python3 without the python3-venv package has no
+    ensurepip: make the venv --without-pip and install pip from a wheel."""
+    wheels = sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"))
+    tmp = tempfile.mkdtemp(prefix="minigrad-pip-")
+    try:
+        if not wheels:
+            say("fetching a pip wheel with the system pip to bootstrap the venv")
+            r = run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                     "-d", tmp, "pip"], check=False)
+            wheels = sorted(glob.glob(os.path.join(tmp, "pip-*.whl")))
+            if r.returncode != 0 or not wheels:
+                say("ERROR: cannot create a virtual environment: this python3 has neither ensurepip "
+                    "nor pip. Install the 'python3-venv' package (Debian/Ubuntu: "
+                    "sudo apt-get install python3-venv) and run this again.")
+                sys.exit(1)
+        wheel = wheels[-1]
+        run([VPY, os.path.join(wheel, "pip"), "install", "--no-deps", *pip_flags(), wheel])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_venv() -> None:
+    if sys.version_info < MIN_PYTHON:
+        say(f"ERROR: Python {'.'.join(map(str, MIN_PYTHON))}+ is needed, this is {sys.version.split()[0]}")
+        sys.exit(1)
+    if venv_works():
+        return
+    if VENV.exists():
+        say(f"{rel(VENV)} exists but is unusable; recreating it")
+        shutil.rmtree(VENV)
+    say(f"creating the virtual environment {rel(VENV)} with {sys.executable} ({sys.version.split()[0]})")
+    r = run([sys.executable, "-m", "venv", VENV], check=False)
+    if r.returncode != 0 or not venv_works():
+        say("`python3 -m venv` could not install pip (no ensurepip); trying without it")
+        shutil.rmtree(VENV, ignore_errors=True)
+        run([sys.executable, "-m", "venv", "--without-pip", VENV])
+        bootstrap_pip_without_ensurepip()
+    if not venv_works():
+        say("ERROR: the virtual environment has no working pip")
+        sys.exit(1)
+
+
+def setup_key(level: str, extra: str = "") -> str:
+    h = hashlib.sha256()
+    h.update(f"{level}|{sys.version_info[:2]}|{extra}|".encode())
+    # an editable install of a flat layout maps the packages that exist at
+    # install time, so (re)install once minigrad/ appears
+    h.update(str((ROOT / "minigrad" / "__init__.py").exists()).encode())
+    files = ["pyproject.toml", "requirements.txt"]
+    if level == "test":
+        files.append("requirements-test.txt")
+    for name in files:
+        p = ROOT / name
+        h.update(name.encode() + b"\0" + (p.read_bytes() if p.exists() else b"<missing>") + b"\0")
+    return h.hexdigest()
+
+
+def read_stamp() -> dict:
+    try:
+        return json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_stamp(**keys) -> None:
+    data = read_stamp()
+    data.update(keys)
+    STAMP.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def setup(level: str) -> None:
+    """level 'lab': requirements.txt + minigrad (editable); 'test': + test tools and torch."""
+    ensure_venv()
+    torch_wheel = find_local_torch_wheel() if level == "test" else None
+    key = setup_key(level, extra=str(torch_wheel or ""))
+    stamp = read_stamp()
+    if stamp.get(level) == key:
+        say(f"{rel(VENV)} is up to date ({level}); skipping pip (delete {rel(STAMP)} to force)")
+        return
+    reqs = ["-r", "requirements.txt"]
+    if level == "test":
+        reqs += ["-r", "requirements-test.txt"]
+    say(f"installing the {level} requirements and minigrad (editable) into {rel(VENV)}")
+    run([VPY, "-m", "pip", "install", *pip_flags(), *reqs, "-e", "."])
+    if level == "test":
+        install_torch(torch_wheel)
+        write_stamp(test=key, lab=setup_key("lab"))
+    else:
+        write_stamp(lab=key)
+
+
+# ----------------------------------------------------------------- torch (optional)
+def pip_find_links() -> list[str]:
+    """Directories in pip's configured find-links (config files and PIP_FIND_LINKS)."""
+    values = []
+    r = quiet([VPY, "-m", "pip", "config", "list"])
+    for line in r.stdout.splitlines():
+        key, sep, val = line.partition("=")
+        if sep and key.strip().endswith("find-links"):
+            values.append(val.strip().strip("'\""))
+    if os.environ.get("PIP_FIND_LINKS"):
+        values.append(os.environ["PIP_FIND_LINKS"])
+    dirs = []
+    for value in values:
+        for item in value.split():
+            if item.startswith("file:"):
+                item = unquote(urlparse(item).path)
+            elif "://" in item:
+                continue  # remote: checking it would mean downloading
+            if os.path.isdir(item) and item not in dirs:
+                dirs.append(item)
+    return dirs
+
+
+def find_local_torch_wheel() -> str | None:
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    for d in pip_find_links():
+        for whl in sorted(glob.glob(os.path.join(d, TORCH_WHEEL_GLOB))):
+            if f"-{tag}-" in os.path.basename(whl):
+                return whl
+    return None
+
+
+def install_torch(wheel: str | None) -> None:
+    if not wheel:
+        say(f"no local CPU wheel for torch=={TORCH_VERSION} in pip's find-links; "
+            "skipping torch (the torch cross-check tests will skip)")
+        return
+    say(f"installing torch=={TORCH_VERSION} from the local wheel {wheel}")
+    # Installing the file itself: if it does not fit this platform pip fails
+    # instead of downloading a multi-GB build from the index.
+    r = run([VPY, "-m", "pip", "install", *pip_flags(), wheel], check=False)
+    if r.returncode != 0:
+        say("could not install the local torch wheel; continuing without torch "
+            "(the torch cross-check tests will skip)")
+
+
+# ----------------------------------------------------------------- system packages
+def missing_system_packages() -> list[str]:
+    missing = []
+    for pkg, provides in SYSTEM_PACKAGES.items():
+        found = os.path.exists(provides) if os.path.isabs(provides) else shutil.which(provides)
+        if not found:
+            missing.append(pkg)
+    return missing
+
+
+def ensure_system_packages() -> None:
+    missing = missing_system_packages()
+    if not missing:
+        return
+    what = ", ".join(f"{p} ({SYSTEM_PACKAGES[p]})" for p in missing)
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    has_apt = shutil.which("apt-get") and os.path.exists("/etc/debian_version")
+    if not (is_root and has_apt):
+        say(f"NOTE: missing system packages: {what}. Not installing them "
+            f"({'not root' if has_apt else 'no apt-get here'}). Tests that need them skip "
+            "with a reason; graphs still render through the pygraphviz wheel. "
+            f"To install them on Debian: sudo apt-get install -y {' '.join(missing)}")
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]
+    say(f"installing missing system packages with apt-get: {what}")
+    run([*apt, "update"], check=False, env=env)
+    r = run([*apt, "install", "-y", *missing], check=False, env=env)
+    if r.returncode != 0 and len(missing) > 1:
+        for pkg in missing:  # one unavailable package must not block the others
+            run([*apt, "install", "-y", pkg], check=False, env=env)
+    still = missing_system_packages()
+    if still:
+        say(f"NOTE: still missing after apt-get: {', '.join(still)}; the tests that need them will skip")
+
+
+# ----------------------------------------------------------------- commands
+def exec_in_venv(cmd: list) -> None:
+    print("+ " + " ".join(shlex.quote(rel(c) if isinstance(c, Path) else str(c)) for c in cmd), flush=True)
+    sys.stdout.flush()
+    os.chdir(ROOT)
+    if WINDOWS:
+        sys.exit(subprocess.call([str(c) for c in cmd], env=venv_env()))
+    os.execve(str(cmd[0]), [str(c) for c in cmd], venv_env())
+
+
+def cmd_lab(args: list[str]) -> None:
+    setup("lab")
+    target = [FIRST_LESSON] if (ROOT / FIRST_LESSON).exists() else []
+    if not target:
+        say(f"{FIRST_LESSON} does not exist yet; opening JupyterLab at the repository root")
+    exec_in_venv([VPY, "-m", "jupyter", "lab", *target, *args])
+
+
+def cmd_test(args: list[str]) -> None:
+    ensure_system_packages()
+    setup("test")
+    say("running pytest over the configured testpaths: tests notebooks solutions "
+        "(notebooks through nbval)")
+    # No paths given: pytest uses `testpaths` from pyproject.toml (absent
+    # directories are ignored). Paths in `args` narrow the run as usual.
+    proc = run([VPY, "-m", "pytest", *args], check=False, env=venv_env())
+    sys.exit(proc.returncode)
+
+
+def cmd_bench(args: list[str]) -> None:
+    setup("lab")
+    exec_in_venv([VPY, "-m", "minigrad.bench", *args])
+
+
+def cmd_exercises(args: list[str]) -> None:
+    script = ROOT / "scripts" / "make_exercises.py"
+    if not script.exists():
+        say(f"{rel(script)} does not exist yet; nothing to do")
+        sys.exit(1)
+    setup("lab")
+    exec_in_venv([VPY, script, *args])
+
+
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "bench": cmd_bench, "exercises": cmd_exercises}
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__.strip())
+        sys.exit(0 if argv and argv[0] in ("-h", "--help", "help") else 2)
+    COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,15 @@
+"""minigrad: one op table, two interpreters (a dynamic tape and a static graph)."""
+from . import errors
+from .errors import MinigradError, ShapeError, FeedError, GraphError, TraceError, BackwardError
+from .core import float32, float64, int64, int32, bool_, Primitive, register_primitive
+from . import ops
+from .functional import (add, subtract, multiply, divide, negative, power, exp, log, sin, cos, tanh, sqrt,
+                         sigmoid, relu, abs, maximum, minimum, where, less, greater, equal, sum, mean, max,
+                         min, matmul, reshape, transpose, broadcast_to, concatenate, stack, softmax,
+                         log_softmax, logsumexp, stop_gradient, cast, getitem)
+from .tensor import (Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor, zeros, ones,
+                     full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng)
+from .graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_default_graph,
+                    reset_default_graph, gradients)
+from .session import Session
+from . import interpreter

@@ -1,0 +1,63 @@
+"""The reverse sweep, shared by the tape (Tensor.backward) and static graphs (mg.gradients).
+
+Both walk their graph from the output back to the inputs, call each primitive's
+VJP with the cotangent of its output, and add up the cotangents that reach the
+same value along different paths (the 'sum over paths' of the chain rule).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from . import ops as P
+
+
+def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable, call_vjp: Callable,
+                  on_cotangent: Callable | None = None) -> dict:
+    """Propagate cotangents through `order` (consumers before producers).
+
+    ct maps id(value) -> cotangent and is updated in place; what is left in it at
+    the end are the cotangents of values no vertex in `order` produced (leaves/xs).
+    ``out_keys(v)`` gives the values v produces, ``call_vjp(v, gs)`` yields
+    ``(input_value, cotangent)`` pairs. Cotangents arriving twice are added.
+    """
+    for v in order:
+        gs = tuple(ct.pop(id(k), None) for k in out_keys(v))
+        if all(g is None for g in gs):
+            continue                    # nothing flows back through v
+        if on_cotangent is not None:
+            on_cotangent(v, gs)
+        for parent, gi in call_vjp(v, gs):
+            if gi is None or parent is None:
+                continue
+            k = id(parent)
+            prev = ct.get(k)
+            ct[k] = gi if prev is None else P.add(prev, gi)
+    return ct
+
+
+def toposort(root, parents: Callable, is_vertex: Callable) -> tuple[list, list]:
+    """Iterative DFS from root: (vertices consumers-first, leaves in first-seen order).
+
+    No recursion, so a chain of 100,000 ops is fine."""
+    order, leaves, visited, leaf_seen = [], [], set(), set()
+    stack = [(root, False)]
+    while stack:
+        v, done = stack.pop()
+        if done:
+            order.append(v)
+            continue
+        if id(v) in visited:
+            continue
+        visited.add(id(v))              # mark on visit (not on push), or post-order breaks
+        stack.append((v, True))
+        for p in parents(v):
+            if p is None:
+                continue
+            if is_vertex(p):
+                if id(p) not in visited:
+                    stack.append((p, False))
+            elif id(p) not in leaf_seen:
+                leaf_seen.add(id(p))
+                leaves.append(p)
+    order.reverse()
+    return order, leaves

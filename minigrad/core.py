@@ -1,0 +1,209 @@
+"""The primitive record and the single dispatch point.
+
+A primitive is one record: a numpy implementation, a shape/dtype rule and a
+vector-Jacobian product written in minigrad ops. `apply` is the only place that
+decides *how* a primitive runs, by looking at its arguments (no global mode):
+
+* any argument is a Symbol  -> the graph builder adds a node       (graph.py)
+* any argument is a Tensor  -> compute now and record on the tape  (tensor.py)
+* only numpy values          -> just compute (used by VJPs during a plain backward)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from .errors import ShapeError, MinigradError
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int64 = np.dtype(np.int64)
+int32 = np.dtype(np.int32)
+bool_ = np.dtype(np.bool_)
+DEFAULT_FLOAT = float32
+
+
+class Aval(NamedTuple):
+    """Abstract value: what a shape rule sees. A dim (or the whole shape) may be None = unknown."""
+    shape: tuple | None
+    dtype: np.dtype
+
+
+class Primitive:
+    """One primitive: name, numpy impl, shape rule and VJP side by side.
+
+    ``impl(*arrays, **params) -> array``; ``shape_rule(*avals, **params) -> Aval``;
+    ``vjp(needs, g, out, *inputs, **params) -> tuple`` of cotangents (None where
+    ``needs[i]`` is False or the input is not differentiable). ``vjp`` must use
+    minigrad ops only, so it works on numpy arrays, Tensors and Symbols alike.
+
+    >>> from minigrad.ops import mul
+    >>> mul.name, mul.elementwise
+    ('mul', True)
+    """
+    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'elementwise', 'saves_out',
+                 'multiple_results', 'doc', '__weakref__')
+
+    def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None,
+                 *, elementwise: bool = False, saves_out: bool = False,
+                 multiple_results: bool = False, doc: str = ''):
+        self.name, self.impl, self.shape_rule, self.vjp = name, impl, shape_rule, vjp
+        self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
+        self.doc = doc
+
+    def __call__(self, *args, **params):
+        return apply(self, *args, **params)
+
+    def __repr__(self):
+        return f'<primitive {self.name}>'
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def register_primitive(name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None,
+                       **flags) -> Primitive:
+    """Add a primitive to the op table (the public hook used by exercises).
+
+    >>> import numpy as np, minigrad as mg
+    >>> from minigrad.core import register_primitive, elementwise_rule
+    >>> sq = register_primitive('square_demo', np.square, elementwise_rule,
+    ...                         lambda needs, g, out, x: (g * x * 2,), elementwise=True)
+    >>> sq(mg.tensor([3.0])).tolist()
+    [9.0]
+    """
+    prim = Primitive(name, impl, shape_rule, vjp, **flags)
+    PRIMITIVES[name] = prim
+    return prim
+
+
+# ---------------------------------------------------------------- dispatch
+# graph.py and tensor.py plug their interpreters in here (avoids import cycles).
+class _Hooks:
+    symbol_type: type = type(None)       # graph.Symbol
+    tensor_type: type = type(None)       # tensor.Tensor
+    graph_apply: Callable = None         # (prim, args, params) -> Symbol | tuple
+    eager_apply: Callable = None         # (prim, args, params) -> Tensor
+
+
+hooks = _Hooks()
+
+
+def apply(prim: Primitive, *args, **params):
+    """Run `prim` on `args` with the interpreter the arguments call for."""
+    sym, ten = hooks.symbol_type, hooks.tensor_type
+    eager = False
+    for a in args:
+        if isinstance(a, sym):
+            return hooks.graph_apply(prim, args, params)
+        if isinstance(a, ten):
+            eager = True
+    if eager:
+        return hooks.eager_apply(prim, args, params)
+    try:
+        return prim.impl(*args, **params)
+    except MinigradError:
+        raise
+    except Exception as e:          # raw numpy path: still give a readable error
+        raise shape_error(prim, args, params, e) from None
+
+
+# ---------------------------------------------------------------- shape rules
+def aval_of(x) -> Aval:
+    """The abstract value (shape, dtype) of a Tensor, Symbol, array or Python scalar."""
+    if isinstance(x, (bool, np.bool_)):
+        return Aval((), bool_)
+    if isinstance(x, int):
+        return Aval((), int64)
+    if isinstance(x, float):
+        return Aval((), float64)
+    shape = getattr(x, 'shape', None)
+    dtype = getattr(x, 'dtype', None)
+    if dtype is None:
+        a = np.asarray(x)
+        return Aval(a.shape, a.dtype)
+    return Aval(tuple(shape) if shape is not None else None, np.dtype(dtype))
+
+
+def describe(x) -> str:
+    """Short description used in error messages: name and shape."""
+    name = getattr(x, 'name', None)
+    kind = type(x).__name__
+    if isinstance(x, (int, float, bool)):
+        return f'scalar {x!r}'
+    av = aval_of(x)
+    shp = 'unknown shape' if av.shape is None else f'shape {fmt_shape(av.shape)}'
+    label = f"{kind} '{name}'" if name else kind
+    return f'{label} ({shp}, {av.dtype})'
+
+
+def fmt_shape(shape) -> str:
+    if shape is None:
+        return '?'
+    return '(' + ', '.join('?' if d is None else str(d) for d in shape) + (',)' if len(shape) == 1 else ')')
+
+
+def result_dtype(*xs) -> np.dtype:
+    """numpy's promotion, with Python scalars 'weak' as in NEP 50 (float32 * 2.0 -> float32)."""
+    parts = [x if isinstance(x, (bool, int, float)) else aval_of(x).dtype for x in xs]
+    return np.result_type(*parts)
+
+
+def broadcast_shapes(op: str, *shapes, args=None) -> tuple | None:
+    """numpy broadcasting with unknown dims: None vs 1 -> None, None vs n -> n (assumed equal)."""
+    if any(s is None for s in shapes):
+        return None
+    nd = max(len(s) for s in shapes)
+    out = []
+    for i in range(nd):
+        dims = [s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0]
+        known = {d for d in dims if d is not None and d != 1}
+        if len(known) > 1:
+            what = ', '.join(describe(a) for a in args) if args is not None else \
+                ' and '.join(fmt_shape(s) for s in shapes)
+            raise ShapeError(f'{op}: shapes {" and ".join(fmt_shape(s) for s in shapes)} cannot be '
+                             f'broadcast together (axis {i - nd}: sizes {sorted(known)}). Inputs: {what}. '
+                             f'Make the sizes equal or 1 (reshape, or add an axis with x[:, None]).')
+        if known:
+            out.append(known.pop())
+        elif any(d is None for d in dims):
+            out.append(None)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def elementwise_rule(*avals, _op='elementwise', **params) -> Aval:
+    shape = broadcast_shapes(_op, *[a.shape for a in avals])
+    return Aval(shape, np.result_type(*[a.dtype for a in avals]))
+
+
+def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
+    """Turn a numpy failure into a readable error, using the primitive's own shape rule."""
+    try:
+        prim.shape_rule(*[aval_of(a) for a in args], **params)
+    except MinigradError as e:
+        return e
+    except Exception:
+        pass
+    what = ', '.join(describe(a) for a in args)
+    return ShapeError(f'{prim.name}: numpy could not compute it for {what} '
+                      f'(params {params}): {type(exc).__name__}: {exc}')
+
+
+def normalize_axes(axis, ndim: int | None, op: str) -> tuple | None:
+    """axis (None/int/tuple) -> sorted tuple of non-negative axes (None = all)."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if ndim is None:
+        if any(a < 0 for a in axes):
+            raise ShapeError(f'{op}: negative axis {axis} needs a known rank; give the placeholder a shape')
+        return tuple(sorted(int(a) for a in axes))
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ShapeError(f'{op}: axis {a} is out of range for a tensor with {ndim} dimensions')
+        out.append(int(a) % ndim)
+    return tuple(sorted(out))

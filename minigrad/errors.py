@@ -1,0 +1,26 @@
+"""Errors raised by minigrad. Every message names the op, the tensors or symbols
+involved with their shapes, and says what to do."""
+
+
+class MinigradError(Exception):
+    """Base class of every minigrad error."""
+
+
+class ShapeError(MinigradError, ValueError):
+    """Shapes (or dtypes) that an op cannot combine."""
+
+
+class FeedError(MinigradError):
+    """A feed_dict that does not fit the graph (missing, wrong shape, not a placeholder)."""
+
+
+class GraphError(MinigradError):
+    """A malformed graph, or Symbols of different graphs mixed together."""
+
+
+class TraceError(MinigradError):
+    """Asking a Symbol (which has no value yet) for a concrete value while tracing."""
+
+
+class BackwardError(MinigradError, RuntimeError):
+    """backward() cannot run: freed graph, non-scalar output, integer tensor, ..."""

@@ -1,0 +1,317 @@
+"""The public functions (mg.exp, mg.softmax, ...) and the operators shared by Tensor and Symbol.
+
+Everything here is either a primitive from the op table or a composite of
+primitives: no gradient code lives in this file.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ops as P
+from .core import apply, hooks, aval_of, normalize_axes, DEFAULT_FLOAT
+from .errors import GraphError
+
+
+def _is_value(x) -> bool:
+    return isinstance(x, (hooks.tensor_type, hooks.symbol_type))
+
+
+def _lift(*xs):
+    """Public functions on plain data (lists, arrays, numbers) return Tensors."""
+    if any(_is_value(x) for x in xs):
+        return xs
+    from .tensor import Tensor, _to_array
+    first = xs[0]
+    return (Tensor._make(_to_array(first)),) + xs[1:]
+
+
+def _axes(x, axis, op):
+    shape = aval_of(x).shape
+    return normalize_axes(axis, None if shape is None else len(shape), op)
+
+
+# ------------------------------------------------------------------ arithmetic
+def add(x, y):
+    """x + y with broadcasting. >>> mg.add(mg.tensor([1.0]), 2.0).tolist()  ->  [3.0]"""
+    return P.add(*_lift(x, y))
+
+
+def subtract(x, y):
+    """x - y, composed as x + (-y)."""
+    x, y = _lift(x, y)
+    return P.add(x, negative(y))
+
+
+def negative(x):
+    if isinstance(x, (int, float)):
+        return -x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return np.negative(x)
+    return P.neg(x)
+
+
+def multiply(x, y):
+    return P.mul(*_lift(x, y))
+
+
+def divide(x, y):
+    return P.div(*_lift(x, y))
+
+
+def power(x, y):
+    return P.pow_(*_lift(x, y))
+
+
+def exp(x):
+    return P.exp(*_lift(x))
+
+
+def log(x):
+    return P.log(*_lift(x))
+
+
+def sin(x):
+    return P.sin(*_lift(x))
+
+
+def cos(x):
+    return P.cos(*_lift(x))
+
+
+def tanh(x):
+    return P.tanh(*_lift(x))
+
+
+def sqrt(x):
+    return P.pow_(*_lift(x), 0.5)
+
+
+def maximum(x, y):
+    return P.maximum(*_lift(x, y))
+
+
+def minimum(x, y):
+    """Elementwise min, composed as -max(-x, -y)."""
+    x, y = _lift(x, y)
+    return P.neg(P.maximum(negative(x), negative(y)))
+
+
+def where(cond, x, y):
+    cond, x, y = _lift(cond, x, y)
+    return P.where(cond, x, y)
+
+
+def relu(x):
+    """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch."""
+    (x,) = _lift(x)
+    return P.where(P.greater(x, 0), x, 0)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), written as 0.5 * tanh(x / 2) + 0.5 so it never overflows."""
+    (x,) = _lift(x)
+    return P.add(P.mul(P.tanh(P.mul(x, 0.5)), 0.5), 0.5)
+
+
+def abs(x):
+    (x,) = _lift(x)
+    return P.where(P.less(x, 0), P.neg(x), x)
+
+
+def stop_gradient(x):
+    """The same value, but no gradient flows through it."""
+    return P.stop_gradient(*_lift(x))
+
+
+# ------------------------------------------------------------------ comparisons (not differentiable)
+def less(x, y):
+    return P.less(*_lift(x, y))
+
+
+def greater(x, y):
+    return P.greater(*_lift(x, y))
+
+
+def equal(x, y):
+    return P.equal(*_lift(x, y))
+
+
+# ------------------------------------------------------------------ reductions
+def sum(x, axis=None, keepdims=False):
+    (x,) = _lift(x)
+    return P.sum_(x, axis=_axes(x, axis, 'sum'), keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    (x,) = _lift(x)
+    return P.max_(x, axis=_axes(x, axis, 'max'), keepdims=keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    return negative(max(negative(x), axis, keepdims))
+
+
+def mean(x, axis=None, keepdims=False):
+    """sum / count; the count is static when the shape is known, else computed at run time."""
+    (x,) = _lift(x)
+    av = aval_of(x)
+    if av.dtype.kind != 'f':
+        x = P.cast(x, dtype=DEFAULT_FLOAT)
+        av = aval_of(x)
+    axes = _axes(x, axis, 'mean')
+    s = P.sum_(x, axis=axes, keepdims=keepdims)
+    dims = None if av.shape is None else \
+        [d for i, d in enumerate(av.shape) if axes is None or i in axes]
+    if dims is not None and None not in dims:
+        return P.mul(s, 1.0 / builtins_max(1, int(np.prod(dims))))
+    ones = P.broadcast_like(np.ones((), av.dtype), x)
+    return P.div(s, P.sum_(ones, axis=axes, keepdims=keepdims))
+
+
+builtins_max = __builtins__['max'] if isinstance(__builtins__, dict) else __builtins__.max
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x)."""
+    (x,) = _lift(x)
+    axes = _axes(x, axis, 'logsumexp')
+    m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True))
+    s = P.sum_(P.exp(P.add(x, P.neg(m))), axis=axes, keepdims=keepdims)
+    m_out = m if keepdims else P.sum_(m, axis=axes, keepdims=False)   # summing size-1 axes squeezes them
+    return P.add(P.log(s), m_out)
+
+
+def softmax(x, axis=-1):
+    (x,) = _lift(x)
+    axes = _axes(x, axis, 'softmax')
+    e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True)))))
+    return P.div(e, P.sum_(e, axis=axes, keepdims=True))
+
+
+def log_softmax(x, axis=-1):
+    (x,) = _lift(x)
+    return P.add(x, P.neg(logsumexp(x, axis=axis, keepdims=True)))
+
+
+# ------------------------------------------------------------------ shapes
+def reshape(x, *shape):
+    (x,) = _lift(x)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return P.reshape(x, shape=tuple(int(d) for d in shape))
+
+
+def transpose(x, *axes):
+    (x,) = _lift(x)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = axes[0]
+    if not axes or axes == (None,):
+        nd = aval_of(x).shape
+        axes = None if nd is None else tuple(reversed(range(len(nd))))
+    else:
+        nd = aval_of(x).shape
+        axes = tuple(int(a) % len(nd) if nd is not None else int(a) for a in axes)
+    return P.transpose(x, axes=axes)
+
+
+def broadcast_to(x, shape):
+    (x,) = _lift(x)
+    return P.broadcast_to(x, shape=tuple(shape))
+
+
+def matmul(x, y):
+    return P.matmul(*_lift(x, y))
+
+
+def concatenate(xs, axis=0):
+    xs = _lift(*xs)
+    return P.concatenate(*xs, axis=axis)
+
+
+def stack(xs, axis=0):
+    """Stack along a new axis: each input gets a size-1 axis, then concatenate."""
+    xs = _lift(*xs)
+    shape = aval_of(xs[0]).shape
+    ax = axis % (len(shape) + 1)
+    new = tuple(-1 if d is None else d for d in shape)
+    return P.concatenate(*[P.reshape(x, shape=new[:ax] + (1,) + new[ax:]) for x in xs], axis=ax)
+
+
+def cast(x, dtype):
+    return P.cast(*_lift(x), dtype=np.dtype(dtype))
+
+
+def _index(idx):
+    """Normalise an index to a tuple of ints, slices, None, Ellipsis and int/bool arrays."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    out = []
+    for i in idx:
+        if isinstance(i, hooks.symbol_type):
+            raise GraphError('indexing with a Symbol is not supported: indices must be known when the graph '
+                             'is built (use a constant, or mg.where for data-dependent selection)')
+        if isinstance(i, hooks.tensor_type):
+            i = i.data
+        if isinstance(i, (list, np.ndarray)):
+            i = np.asarray(i)
+            if i.ndim == 0:
+                i = i.item()
+        elif isinstance(i, np.integer):
+            i = int(i)
+        out.append(i)
+    return tuple(out)
+
+
+def getitem(x, idx):
+    return P.getitem(x, idx=_index(idx))
+
+
+# ------------------------------------------------------------------ operators
+class OpsMixin:
+    """The operators and methods that Tensor and Symbol share."""
+    __slots__ = ()
+
+    def __add__(self, o): return apply(P.add, self, o)
+    def __radd__(self, o): return apply(P.add, o, self)
+    def __sub__(self, o): return apply(P.add, self, negative(o))
+    def __rsub__(self, o): return apply(P.add, o, P.neg(self))
+    def __mul__(self, o): return apply(P.mul, self, o)
+    def __rmul__(self, o): return apply(P.mul, o, self)
+    def __truediv__(self, o): return apply(P.div, self, o)
+    def __rtruediv__(self, o): return apply(P.div, o, self)
+    def __pow__(self, o): return apply(P.pow_, self, o)
+    def __rpow__(self, o): return apply(P.pow_, o, self)
+    def __matmul__(self, o): return apply(P.matmul, self, o)
+    def __rmatmul__(self, o): return apply(P.matmul, o, self)
+    def __neg__(self): return P.neg(self)
+    def __pos__(self): return self
+    def __lt__(self, o): return apply(P.less, self, o)
+    def __le__(self, o): return apply(P.less_equal, self, o)
+    def __gt__(self, o): return apply(P.greater, self, o)
+    def __ge__(self, o): return apply(P.greater_equal, self, o)
+    def __eq__(self, o): return apply(P.equal, self, o)
+    def __ne__(self, o): return apply(P.not_equal, self, o)
+    def __getitem__(self, idx): return P.getitem(self, idx=_index(idx))
+    def __abs__(self): return abs(self)
+
+    @property
+    def T(self): return transpose(self)
+
+    def sum(self, axis=None, keepdims=False): return sum(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return mean(self, axis, keepdims)
+    def max(self, axis=None, keepdims=False): return max(self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return min(self, axis, keepdims)
+    def reshape(self, *shape): return reshape(self, *shape)
+    def transpose(self, *axes): return transpose(self, *axes)
+    def exp(self): return P.exp(self)
+    def log(self): return P.log(self)
+    def sin(self): return P.sin(self)
+    def cos(self): return P.cos(self)
+    def tanh(self): return P.tanh(self)
+    def sigmoid(self): return sigmoid(self)
+    def relu(self): return relu(self)
+    def softmax(self, axis=-1): return softmax(self, axis)
+    def log_softmax(self, axis=-1): return log_softmax(self, axis)
+    def logsumexp(self, axis=None, keepdims=False): return logsumexp(self, axis, keepdims)
+    def abs(self): return abs(self)
+    def astype(self, dtype): return cast(self, dtype)

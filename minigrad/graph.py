@@ -1,0 +1,552 @@
+"""Static graphs (define-and-run): Graph, Node, Symbol, placeholder, constant, Variable.
+
+Applying a primitive to a Symbol does not compute anything: the graph-building
+interpreter checks shapes with the primitive's shape rule and appends a Node.
+The IR is flat SSA: ``graph.nodes`` in order, each with ``op``, ``inputs``,
+``outputs`` (Symbols) and ``params``. ``print(graph)`` lists it, ``verify()``
+re-checks it, and ``interpreter.evaluate`` defines what it means.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+from typing import Any
+
+import numpy as np
+
+from . import core, ops as P
+from .core import Aval, Primitive, PRIMITIVES, aval_of, describe, fmt_shape, DEFAULT_FLOAT
+from .errors import GraphError, TraceError, ShapeError, MinigradError
+from .functional import OpsMixin
+
+
+def _source(name, doc):
+    def no_impl(*a, **k):
+        raise GraphError(f'{name} nodes are evaluated by the interpreter, not called')
+    p = Primitive(name, no_impl, lambda *a, **k: None, None, doc=doc)
+    PRIMITIVES[name] = p
+    return p
+
+
+PLACEHOLDER = _source('placeholder', 'a value fed at run time through feed_dict')
+CONSTANT = _source('constant', 'a value fixed when the graph is built (params: value)')
+VARIABLE = _source('variable', 'state kept by a Session between runs (params: initial_value)')
+ASSIGN = _source('assign', 'write a new value into a Variable (inputs: variable, value)')
+SOURCE_OPS = frozenset({'placeholder', 'constant', 'variable'})
+STATEFUL_OPS = frozenset({'assign'})
+
+
+class Symbol(OpsMixin):
+    """A value in a static graph: it has a shape and dtype but no value until Session.run.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
+    ...     y = (x * 2).sum(axis=1)
+    >>> y.shape, y.op
+    ((None,), 'sum')
+    """
+    __slots__ = ('node', 'index', 'shape', 'dtype', 'name', '__weakref__')
+    __hash__ = object.__hash__
+    __array_ufunc__ = None
+
+    def __init__(self, node, index, shape, dtype, name):
+        self.node, self.index, self.shape, self.dtype, self.name = node, index, shape, np.dtype(dtype), name
+
+    graph = property(lambda self: self.node.graph)
+    op = property(lambda self: self.node.op)
+    ndim = property(lambda self: None if self.shape is None else len(self.shape))
+
+    def _no_value(self, what):
+        raise TraceError(
+            f"{what} of Symbol '{self.name}' (shape {fmt_shape(self.shape)}, {self.dtype}): a Symbol is a "
+            f'placeholder in a graph and has no value while the graph is being built. Get values with '
+            f'sess.run({self.name}, feed_dict=...). For data-dependent control flow use mg.cond(pred, '
+            f'true_fn, false_fn) or mg.while_loop(cond, body, loop_vars) instead of Python if/while, or '
+            f'trace with symbolic=False to record one concrete run.')
+
+    def __bool__(self):
+        self._no_value('bool()')
+
+    def item(self):
+        self._no_value('item()')
+
+    def numpy(self):
+        self._no_value('numpy()')
+
+    def tolist(self):
+        self._no_value('tolist()')
+
+    def __array__(self, *a, **k):
+        self._no_value('converting to a numpy array')
+
+    def __float__(self):
+        self._no_value('float()')
+
+    def __int__(self):
+        self._no_value('int()')
+
+    def __index__(self):
+        self._no_value('using as an index')
+
+    def __iter__(self):
+        if self.shape is None or not self.shape or self.shape[0] is None:
+            self._no_value('iterating over')
+        return (self[i] for i in range(self.shape[0]))
+
+    def __len__(self):
+        if self.shape is None or not self.shape or self.shape[0] is None:
+            self._no_value('len()')
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"<Symbol '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype} op={self.op}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from . import viz
+        return viz.mimebundle(self)
+
+
+class Variable(Symbol):
+    """Graph state: its value lives in a Session, starting from ``initial_value``.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     v = mg.Variable(1.0, name='v')
+    ...     inc = v.assign(v + 1)
+    >>> with mg.Session(g) as sess:
+    ...     _ = sess.run(inc); float(sess.run(inc)), float(sess.run(v))
+    (3.0, 3.0)
+    """
+    __slots__ = ()
+
+    def __new__(cls, initial_value, name=None, dtype=None):
+        return Variable_(initial_value, name=name, dtype=dtype)
+
+    def __init__(self, *args, **kwargs):    # already built by __new__
+        pass
+
+    def assign(self, value) -> Symbol:
+        """An op that writes `value` into this variable when it runs and returns the new value."""
+        g = self.graph
+        value = g.lift(value, like=(self,))
+        if value.graph is not g:
+            raise GraphError(f"assign: the value '{value.name}' is in another graph than Variable '{self.name}'")
+        out = _check_assign(self, value)
+        return g.add_node(ASSIGN, [self, value], {}, [out], name=f'{self.name}_assign')[0]
+
+    @property
+    def initial_value(self) -> np.ndarray:
+        return self.node.params['initial_value']
+
+
+def _check_assign(var, value) -> Aval:
+    if value.shape is not None and var.shape is not None and len(value.shape) == len(var.shape):
+        if any(a is not None and b is not None and a != b for a, b in zip(value.shape, var.shape)):
+            raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but Variable "
+                             f"'{var.name}' has shape {fmt_shape(var.shape)}")
+    elif value.shape is not None and var.shape is not None:
+        raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but Variable "
+                         f"'{var.name}' has shape {fmt_shape(var.shape)}")
+    return Aval(var.shape, var.dtype)
+
+
+class Node:
+    """One operation in a Graph: ``op`` (primitive name), ``inputs``/``outputs`` (Symbols), ``params``."""
+    __slots__ = ('prim', 'inputs', 'outputs', 'params', 'graph', '__weakref__')
+
+    def __init__(self, prim, inputs, params, graph):
+        self.prim, self.inputs, self.params, self.graph = prim, list(inputs), dict(params), graph
+        self.outputs: list[Symbol] = []
+
+    op = property(lambda self: self.prim.name)
+
+    def __repr__(self):
+        return f'<Node {self.graph.format_node(self)}>'
+
+
+class Graph:
+    """A static computation graph: nodes appended in order (so always topologically sorted).
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     a = mg.placeholder(mg.float32, name='a'); b = mg.placeholder(mg.float32, name='b')
+    ...     c = a * b
+    >>> print(g)
+    a = placeholder()  : float32 ?
+    b = placeholder()  : float32 ?
+    mul = mul(a, b)  : float32 ?
+    """
+
+    def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
+        self.name = name
+        self.nodes: list[Node] = []
+        self.parent = parent                 # enclosing graph for cond/while_loop bodies
+        self.captures: list[tuple[Symbol, Symbol]] = []   # (outer symbol, inner placeholder)
+        self.inputs: list[Symbol] = []       # for sub-graphs: the function's parameters
+        self.outputs: list[Symbol] = []      # for sub-graphs: the function's results
+        self.capture_tensor = None           # set by mg.trace: how to turn a Tensor into a Symbol
+        self._names: dict[str, int] = {}
+
+    # -- building
+    def unique_name(self, base: str) -> str:
+        base = base or 'v'
+        if base not in self._names:
+            self._names[base] = 0
+            return base
+        for i in itertools.count(self._names[base] + 1):
+            cand = f'{base}_{i}'
+            if cand not in self._names:
+                self._names[base] = i
+                self._names[cand] = 0
+                return cand
+
+    def add_node(self, prim: Primitive, inputs, params, avals, name=None) -> list[Symbol]:
+        node = Node(prim, inputs, params, self)
+        for i, av in enumerate(avals):
+            base = name if name is not None else prim.name
+            node.outputs.append(Symbol(node, i, av.shape, av.dtype, self.unique_name(base)))
+        self.nodes.append(node)
+        return node.outputs
+
+    @property
+    def placeholders(self) -> list[Symbol]:
+        return [n.outputs[0] for n in self.nodes if n.op == 'placeholder']
+
+    @property
+    def variables(self) -> list[Symbol]:
+        return [n.outputs[0] for n in self.nodes if n.op == 'variable']
+
+    def owns(self, sym) -> bool:
+        return isinstance(sym, Symbol) and sym.node.graph is self
+
+    def is_ancestor_of(self, other: 'Graph') -> bool:
+        g = other.parent
+        while g is not None:
+            if g is self:
+                return True
+            g = g.parent
+        return False
+
+    def capture(self, sym: Symbol) -> Symbol:
+        """The local stand-in for a Symbol of an enclosing graph (cond/while bodies use outer values)."""
+        for outer, inner in self.captures:
+            if outer is sym:
+                return inner
+        if self.parent is not None and not self.parent.owns(sym):
+            sym = self.parent.capture(sym)
+            for outer, inner in self.captures:
+                if outer is sym:
+                    return inner
+        inner = self.add_node(PLACEHOLDER, [], {'captured': True}, [Aval(sym.shape, sym.dtype)],
+                              name=f'{sym.name}_captured')[0]
+        self.captures.append((sym, inner))
+        return inner
+
+    def lift(self, x, like=()) -> Symbol:
+        """Turn a Python number, list, array (or, inside mg.trace, a Tensor) into a Symbol of this graph."""
+        if isinstance(x, Symbol):
+            if x.graph is self:
+                return x
+            if x.graph.is_ancestor_of(self):
+                return self.capture(x)
+            raise GraphError(f"Symbol '{x.name}' belongs to another graph; ops can only combine Symbols "
+                             f'of one graph (build everything inside the same `with graph.as_default():`)')
+        if isinstance(x, core.hooks.tensor_type):
+            if self.capture_tensor is not None:
+                return self.capture_tensor(self, x)
+            raise GraphError(_mix_message(x, like))
+        if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+            dts = [s.dtype for s in like if isinstance(s, Symbol)]
+            non_bool = [d for d in dts if d != np.bool_] or dts
+            dtype = np.result_type(*non_bool, x) if non_bool else \
+                (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
+            return constant(np.asarray(x, dtype=dtype), graph=self)
+        return constant(x, graph=self)
+
+    # -- inspection
+    def format_node(self, node: Node) -> str:
+        outs = ', '.join(o.name for o in node.outputs)
+        args = [i.name for i in node.inputs]
+        for k, v in node.params.items():
+            args.append(f'{k}={_fmt_param(v)}')
+        types = ', '.join(f'{o.dtype} {fmt_shape(o.shape)}' for o in node.outputs)
+        return f'{outs} = {node.op}({", ".join(args)})  : {types}'
+
+    def __str__(self) -> str:
+        lines = [self.format_node(n) for n in self.nodes]
+        if self.outputs and self.parent is not None:
+            lines.append('return ' + ', '.join(o.name for o in self.outputs))
+        return '\n'.join(lines)
+
+    def __repr__(self):
+        return f'<Graph{" " + self.name if self.name else ""}: {len(self.nodes)} nodes>'
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from . import viz
+        return viz.mimebundle(self)
+
+    def verify(self) -> 'Graph':
+        """Re-check every node: inputs defined earlier in this graph, shapes/dtypes match the rules.
+
+        Raises GraphError naming the first bad node; returns the graph so calls chain."""
+        defined = set()
+        for outer, inner in self.captures:
+            defined.add(id(inner))
+        for node in self.nodes:
+            where = f'node `{self.format_node(node)}`'
+            for s in node.inputs:
+                if not isinstance(s, Symbol) or id(s) not in defined:
+                    name = getattr(s, 'name', repr(s))
+                    raise GraphError(f'verify: {where} uses {name!r}, which is not defined before it in this graph')
+            if node.op not in SOURCE_OPS and node.op not in STATEFUL_OPS:
+                try:
+                    avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **_rule_params(node))
+                except MinigradError as e:
+                    raise GraphError(f'verify: {where} fails its shape rule: {e}') from None
+                avals = avals if isinstance(avals, (list, tuple)) and not isinstance(avals, Aval) else [avals]
+                if len(avals) != len(node.outputs):
+                    raise GraphError(f'verify: {where} has {len(node.outputs)} outputs, its rule gives {len(avals)}')
+                for o, av in zip(node.outputs, avals):
+                    if not _shapes_compatible(o.shape, av.shape) or np.dtype(o.dtype) != np.dtype(av.dtype):
+                        raise GraphError(f'verify: {where}: output {o.name} is recorded as {o.dtype} '
+                                         f'{fmt_shape(o.shape)} but the rule gives {av.dtype} {fmt_shape(av.shape)}')
+            for o in node.outputs:
+                if o.node is not node:
+                    raise GraphError(f'verify: {where}: output {o.name} points at another node')
+                defined.add(id(o))
+            for v in node.params.values():
+                if isinstance(v, Graph):
+                    v.verify()
+        for o in self.outputs:
+            if id(o) not in defined:
+                raise GraphError(f'verify: output {o.name} is not defined in this graph')
+        return self
+
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the graph that placeholder/constant/Variable and ops on them use."""
+        _stack.append(self)
+        try:
+            yield self
+        finally:
+            _stack.pop()
+
+
+def _rule_params(node):
+    return {k: v for k, v in node.params.items() if not k.startswith('_')}
+
+
+def _shapes_compatible(recorded, rule) -> bool:
+    if recorded is None or rule is None:
+        return True
+    if len(recorded) != len(rule):
+        return False
+    return all(a is None or b is None or a == b for a, b in zip(recorded, rule))
+
+
+def _fmt_param(v) -> str:
+    if isinstance(v, Graph):
+        return f'<graph {len(v.nodes)} nodes>'
+    if isinstance(v, np.ndarray):
+        if v.size <= 4:
+            return np.array2string(v, separator=', ', precision=4).replace('\n', '')
+        return f'<array {v.dtype} {fmt_shape(v.shape)}>'
+    if isinstance(v, tuple) and any(isinstance(i, np.ndarray) for i in v):
+        return '(' + ', '.join(_fmt_param(i) if isinstance(i, np.ndarray) else repr(i) for i in v) + ')'
+    if isinstance(v, np.dtype):
+        return str(v)
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + '...'
+
+
+def _mix_message(t, like):
+    syms = [s for s in like if isinstance(s, Symbol)]
+    other = f"Symbol '{syms[0].name}' (shape {fmt_shape(syms[0].shape)})" if syms else 'a Symbol'
+    return (f'an op mixes {describe(t)} (an eager value) with {other} (a node of a static graph). '
+            f'Use one kind: turn the tensor into a graph value with mg.constant(t.numpy()) (or a '
+            f'placeholder you feed), or run the graph with sess.run(...) and continue eagerly on the result.')
+
+
+_default = [Graph('default')]
+_stack: list[Graph] = []
+
+
+def get_default_graph() -> Graph:
+    """The graph that new placeholders, constants and Variables go into."""
+    return _stack[-1] if _stack else _default[0]
+
+
+def reset_default_graph() -> Graph:
+    """Start a fresh default graph (as tf.reset_default_graph)."""
+    if _stack:
+        raise GraphError('reset_default_graph() inside `with graph.as_default():`; leave the block first')
+    _default[0] = Graph('default')
+    return _default[0]
+
+
+# ------------------------------------------------------------------ sources
+def _check_name(name):
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f'name must be a string, got {type(name).__name__}')
+    return name
+
+
+def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
+    """A graph input fed at run time: ``sess.run(y, feed_dict={x: value})``.
+
+    ``shape=None`` accepts any shape; a None inside the shape (``(None, 3)``) is one
+    dimension of any size. >>> x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
+    """
+    g = get_default_graph()
+    shape = None if shape is None else tuple(None if d is None or d == -1 else int(d) for d in shape)
+    return g.add_node(PLACEHOLDER, [], {}, [Aval(shape, np.dtype(dtype))], name=_check_name(name) or 'placeholder')[0]
+
+
+def constant(value, dtype=None, name=None, graph=None) -> Symbol:
+    """A value fixed in the graph. Python floats become float32. >>> c = mg.constant(2.0)"""
+    g = graph or get_default_graph()
+    if isinstance(value, core.hooks.tensor_type):
+        value = value.data
+    if isinstance(value, Symbol):
+        raise GraphError(f"mg.constant: '{value.name}' is already a Symbol; use it directly")
+    if dtype is None and not isinstance(value, np.ndarray):
+        arr = np.asarray(value)
+        if arr.dtype == np.float64:
+            arr = arr.astype(DEFAULT_FLOAT)
+    else:
+        arr = np.array(value, dtype=dtype)
+    arr = np.array(arr)                       # own copy: later changes to `value` do not leak in
+    arr.setflags(write=False)
+    return g.add_node(CONSTANT, [], {'value': arr}, [Aval(arr.shape, arr.dtype)],
+                      name=_check_name(name) or 'const')[0]
+
+
+def Variable_(initial_value, name=None, dtype=None) -> Variable:
+    g = get_default_graph()
+    if isinstance(initial_value, core.hooks.tensor_type):
+        initial_value = initial_value.data
+    if dtype is None and not isinstance(initial_value, np.ndarray):
+        arr = np.asarray(initial_value)
+        if arr.dtype == np.float64:
+            arr = arr.astype(DEFAULT_FLOAT)
+    else:
+        arr = np.array(initial_value, dtype=dtype)
+    arr = np.array(arr)
+    arr.setflags(write=False)
+    sym = g.add_node(VARIABLE, [], {'initial_value': arr}, [Aval(arr.shape, arr.dtype)],
+                     name=_check_name(name) or 'Variable')[0]
+    object.__setattr__(sym, '__class__', Variable)
+    return sym
+
+
+# ------------------------------------------------------------------ the graph-building interpreter
+def graph_apply(prim: Primitive, args, params):
+    syms = [a for a in args if isinstance(a, Symbol)]
+    g = syms[0].graph
+    for s in syms[1:]:
+        h = s.graph
+        if h is g or h.is_ancestor_of(g):
+            continue
+        if g.is_ancestor_of(h):
+            g = h
+            continue
+        raise GraphError(f"{prim.name}: Symbol '{syms[0].name}' and Symbol '{s.name}' belong to different "
+                         f'graphs. Build all ops of one computation inside the same `with graph.as_default():` '
+                         f'block (or call mg.reset_default_graph() only before starting a new model).')
+    inputs = [g.lift(a, like=syms) for a in args]
+    try:
+        avals = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in inputs], **params)
+    except MinigradError as e:
+        names = ', '.join(f"'{s.name}' {fmt_shape(s.shape)}" for s in inputs)
+        raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
+    multiple = prim.multiple_results
+    outs = g.add_node(prim, inputs, params, list(avals) if multiple else [avals])
+    return tuple(outs) if multiple else outs[0]
+
+
+core.hooks.symbol_type = Symbol
+core.hooks.graph_apply = graph_apply
+
+
+# ------------------------------------------------------------------ symbolic gradients
+def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
+    """Add the backward graph of sum(ys) to the same graph; return d/dx for each x in xs.
+
+    Uses the very same VJP rules as the tape, so the result can be drawn, compiled
+    and differentiated again. An x that ys do not depend on gets a zero gradient of
+    x's shape (TensorFlow returns None there; zeros keep Session.run simple).
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     a = mg.placeholder(mg.float32); b = mg.placeholder(mg.float32); c = a * b
+    ...     da, db = mg.gradients(c, [a, b])
+    >>> mg.Session(g).run([da, db], {a: 15.0, b: 20.0})
+    [array(20., dtype=float32), array(15., dtype=float32)]
+    """
+    from .autodiff import reverse_sweep
+    single_x = isinstance(xs, Symbol)
+    ys = [ys] if isinstance(ys, Symbol) else list(ys)
+    xs = [xs] if single_x else list(xs)
+    for s in ys + xs:
+        if not isinstance(s, Symbol):
+            raise GraphError(f'gradients: expected Symbols, got {describe(s)}; for eager tensors use .backward()')
+    g = ys[0].graph
+    for s in ys + xs:
+        if s.graph is not g:
+            raise GraphError(f"gradients: '{s.name}' belongs to another graph than '{ys[0].name}'")
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    elif not isinstance(grad_ys, (list, tuple)):
+        grad_ys = [grad_ys]
+    with g.as_default():
+        # values that depend on some x: only those need (and get) cotangents
+        x_ids = {id(x) for x in xs}
+        live = set(x_ids)
+        relevant = []
+        for node in g.nodes:
+            if any(id(i) in live for i in node.inputs) and node.prim.vjp is not None:
+                relevant.append(node)
+                live.update(id(o) for o in node.outputs if o.dtype.kind == 'f')
+        ct: dict = {}
+        for y, gy in zip(ys, grad_ys):
+            if y.dtype.kind != 'f':
+                raise MinigradError(f"gradients: '{y.name}' has dtype {y.dtype}; only float values can be "
+                                    f'differentiated')
+            gy = ones_like(y) if gy is None else g.lift(gy, like=(y,))
+            ct[id(y)] = gy if id(y) not in ct else P.add(ct[id(y)], gy)
+        found: dict = {}
+
+        def on_cotangent(node, gs):
+            for o, gi in zip(node.outputs, gs):
+                if id(o) in x_ids and gi is not None:
+                    found[id(o)] = gi
+
+        def call_vjp(node, gs):
+            needs = tuple(id(i) in live and i.dtype.kind == 'f' for i in node.inputs)
+            if node.prim.multiple_results:
+                grads = node.prim.vjp(needs, gs, tuple(node.outputs), *node.inputs, **node.params)
+            else:
+                grads = node.prim.vjp(needs, gs[0], node.outputs[0], *node.inputs, **node.params)
+            return zip(node.inputs, grads)
+
+        reverse_sweep(reversed(relevant), ct, lambda n: n.outputs, call_vjp, on_cotangent)
+        found.update({k: v for k, v in ct.items() if k in x_ids and k not in found})
+        result = [found.get(id(x)) if found.get(id(x)) is not None else zeros_like(x) for x in xs]
+    return result
+
+
+def ones_like(s: Symbol) -> Symbol:
+    return P.broadcast_like(s.graph.lift(np.ones((), s.dtype)), s)
+
+
+def zeros_like(s: Symbol) -> Symbol:
+    return P.broadcast_like(s.graph.lift(np.zeros((), s.dtype)), s)

@@ -1,0 +1,77 @@
+"""The reference interpreter: what a graph *means*.
+
+It walks the nodes in order and calls each primitive's numpy impl. It is slow
+and simple on purpose: every compiler pass is tested against it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import fmt_shape
+from .errors import FeedError, MinigradError, GraphError, ShapeError
+from .graph import Graph, Symbol, Node
+
+
+def needed_nodes(graph: Graph, fetches) -> list[Node]:
+    """The nodes the fetches depend on, in graph order (what Session.run actually runs)."""
+    need = {id(f.node) for f in fetches}
+    for node in reversed(graph.nodes):
+        if id(node) in need:
+            need.update(id(i.node) for i in node.inputs)
+    return [n for n in graph.nodes if id(n) in need]
+
+
+def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, state: dict | None = None,
+             nodes: list[Node] | None = None) -> list:
+    """Values of `fetches`. ``feeds`` maps id(Symbol) -> array; ``state`` maps id(variable node) -> array."""
+    feeds = feeds or {}
+    state = {} if state is None else state
+    env: dict[int, object] = {}
+    for node in (nodes if nodes is not None else needed_nodes(graph, fetches)):
+        out = node.outputs
+        op = node.op
+        if op == 'placeholder' or op == 'variable':
+            s = out[0]
+            if id(s) in feeds:
+                env[id(s)] = feeds[id(s)]
+            elif op == 'variable':
+                if id(node) not in state:
+                    state[id(node)] = np.array(node.params['initial_value'])
+                env[id(s)] = state[id(node)]
+            else:
+                users = [f.name for f in fetches]
+                raise FeedError(f"placeholder '{s.name}' (shape {fmt_shape(s.shape)}, {s.dtype}) needs a value: "
+                                f'the fetch {users} depends on it. Add it to feed_dict, e.g. '
+                                f'sess.run(..., feed_dict={{{s.name}: value}}).')
+            continue
+        if op == 'constant':
+            env[id(out[0])] = node.params['value']
+            continue
+        vals = [env[id(i)] for i in node.inputs]
+        if op == 'assign':
+            v = np.array(vals[1], dtype=node.inputs[0].dtype)
+            state[id(node.inputs[0].node)] = v
+            env[id(out[0])] = v
+            continue
+        try:
+            res = node.prim.impl(*vals, **node.params)
+        except MinigradError as e:
+            raise type(e)(f'{e}\n  (while running node `{graph.format_node(node)}`)') from None
+        except Exception as e:
+            shapes = ', '.join(f'{i.name}: {np.shape(v)}' for i, v in zip(node.inputs, vals))
+            raise ShapeError(f'running node `{graph.format_node(node)}` failed with the fed values '
+                             f'({shapes}): {type(e).__name__}: {e}. The graph was built for the shapes shown '
+                             f'after the colon; feed values of those shapes.') from None
+        if node.prim.multiple_results:
+            for o, r in zip(out, res):
+                env[id(o)] = r
+        else:
+            env[id(out[0])] = np.asarray(res) if not isinstance(res, np.ndarray) else res
+    return [env[id(f)] for f in fetches]
+
+
+def run_graph(graph: Graph, args: list, captured: list = ()) -> list:
+    """Run a sub-graph like a function: feed its ``inputs`` then its capture placeholders."""
+    feeds = {id(s): v for s, v in zip(graph.inputs, args)}
+    feeds.update({id(inner): v for (outer, inner), v in zip(graph.captures, captured)})
+    return evaluate(graph, graph.outputs, feeds)

@@ -1,0 +1,365 @@
+"""The op table: every primitive with its numpy impl, shape rule and VJP, side by side.
+
+This is the only file with differentiation rules. VJPs are written with the
+primitives themselves, so one rule computes numbers during a plain backward
+(numpy in, numpy out), records a new graph with ``create_graph=True`` (Tensors in)
+and adds backward nodes to a static graph (Symbols in).
+VJP signature: ``vjp(needs, g, out, *inputs, **params)``.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .core import (Aval, Primitive, PRIMITIVES, elementwise_rule, broadcast_shapes, fmt_shape,
+                   describe, aval_of, bool_, normalize_axes)
+from .errors import ShapeError
+
+
+def prim(name, impl, rule, vjp=None, **flags) -> Primitive:
+    p = Primitive(name, impl, rule, vjp, **flags)
+    PRIMITIVES[name] = p
+    return p
+
+
+def ew(name, impl, vjp=None, **flags) -> Primitive:
+    """An elementwise primitive (numpy broadcasting, dtype promotion)."""
+    return prim(name, impl, functools.partial(elementwise_rule, _op=name), vjp, elementwise=True, **flags)
+
+
+def _ndim(x):
+    s = aval_of(x).shape
+    return None if s is None else len(s)
+
+
+# ------------------------------------------------- helpers for broadcasting in VJPs
+def _sum_to_like_impl(g, ref):
+    shape, dt = np.shape(ref), ref.dtype
+    gs = np.shape(g)
+    if gs != shape:
+        lead = len(gs) - len(shape)
+        axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape) if d == 1 and gs[i + lead] != 1)
+        g = np.sum(g, axis=axes, keepdims=True).reshape(shape) if axes else np.reshape(g, shape)
+    return g if g.dtype == dt else g.astype(dt)
+
+
+def _like_rule(g, ref, **params):
+    return Aval(ref.shape, ref.dtype if ref.dtype.kind == 'f' else g.dtype)
+
+
+def _broadcast_like_impl(g, ref, axes=()):
+    if axes:
+        g = np.expand_dims(g, axes)
+    return np.broadcast_to(g, np.shape(ref))
+
+
+def _broadcast_like_rule(g, ref, axes=()):
+    return Aval(ref.shape, g.dtype)
+
+
+def _shape_rule_reshape_like(g, ref):
+    return Aval(ref.shape, g.dtype)
+
+
+sum_to_like = prim('sum_to_like', _sum_to_like_impl, _like_rule,
+                   lambda n, g, out, x, ref: (broadcast_like(g, x), None),
+                   doc='sum x down to the shape of ref (undoes broadcasting); VJP of broadcasting')
+broadcast_like = prim('broadcast_like', _broadcast_like_impl, _broadcast_like_rule,
+                      lambda n, g, out, x, ref, axes=(): (
+                          sum_to_like(sum_(g, axis=axes) if axes else g, x), None),
+                      doc='broadcast x (with the reduced `axes` re-inserted) to the shape of ref')
+reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _shape_rule_reshape_like,
+                    lambda n, g, out, x, ref: (reshape_like(g, x), None))
+
+
+# ------------------------------------------------- elementwise arithmetic
+add = ew('add', np.add, lambda n, g, out, x, y: (
+    sum_to_like(g, x) if n[0] else None,
+    sum_to_like(g, y) if n[1] else None))
+mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
+    sum_to_like(mul(g, y), x) if n[0] else None,
+    sum_to_like(mul(g, x), y) if n[1] else None))
+div = ew('div', np.true_divide, lambda n, g, out, x, y: (
+    sum_to_like(div(g, y), x) if n[0] else None,
+    sum_to_like(neg(div(mul(g, x), mul(y, y))), y) if n[1] else None))
+pow_ = ew('pow', np.power, lambda n, g, out, x, y: (
+    sum_to_like(mul(mul(g, y), pow_(x, add(y, -1))), x) if n[0] else None,
+    sum_to_like(mul(mul(g, pow_(x, y)), log(x)), y) if n[1] else None))
+maximum = ew('maximum', np.maximum, lambda n, g, out, x, y: (   # ties share the gradient (as PyTorch)
+    sum_to_like(add(mul(g, greater(x, y)), mul(mul(g, 0.5), equal(x, y))), x) if n[0] else None,
+    sum_to_like(add(mul(g, less(x, y)), mul(mul(g, 0.5), equal(x, y))), y) if n[1] else None))
+neg = ew('neg', np.negative, lambda n, g, out, x: (neg(g),))
+exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True)
+log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
+sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),))
+cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),))
+tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),), saves_out=True)
+
+
+def _where_rule(c, x, y):
+    shape = broadcast_shapes('where', c.shape, x.shape, y.shape)
+    return Aval(shape, np.result_type(x.dtype, y.dtype))
+
+
+where = prim('where', np.where, _where_rule, lambda n, g, out, c, x, y: (
+    None,
+    sum_to_like(where(c, g, 0), x) if n[1] else None,
+    sum_to_like(where(c, 0, g), y) if n[2] else None), elementwise=True)
+
+
+def _cmp_rule(*avals, _op):
+    return Aval(broadcast_shapes(_op, *[a.shape for a in avals]), bool_)
+
+
+def cmp(name, impl):   # comparisons: bool results, not differentiable
+    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True)
+
+
+less, greater, equal = cmp('less', np.less), cmp('greater', np.greater), cmp('equal', np.equal)
+less_equal, greater_equal = cmp('less_equal', np.less_equal), cmp('greater_equal', np.greater_equal)
+not_equal = cmp('not_equal', np.not_equal)
+
+
+def _cast_rule(x, dtype):
+    return Aval(x.shape, np.dtype(dtype))
+
+
+cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
+            lambda n, g, out, x, dtype: (cast(g, aval_of(x).dtype),), elementwise=True)
+
+
+# ------------------------------------------------- reductions
+def _reduce_rule(x, axis=None, keepdims=False, _op='sum'):
+    if x.shape is None:
+        return Aval(None if keepdims or axis is not None else (), _reduce_dtype(x.dtype, _op))
+    axes = range(len(x.shape)) if axis is None else normalize_axes(axis, len(x.shape), _op)
+    if keepdims:
+        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    else:
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    if _op == 'max' and x.shape is not None and any(x.shape[i] == 0 for i in axes):
+        raise ShapeError(f'max: cannot take the max over an empty axis of {describe_aval(x)}')
+    return Aval(shape, _reduce_dtype(x.dtype, _op))
+
+
+def _reduce_dtype(dt, op):
+    if op == 'sum' and dt.kind in 'bi':
+        return np.dtype(np.int64)
+    return dt
+
+
+def describe_aval(a):
+    return f'a tensor of shape {fmt_shape(a.shape)} ({a.dtype})'
+
+
+def _kept_axes(x, axis, keepdims):
+    """The axes broadcast_like must re-insert to undo a reduction."""
+    if keepdims:
+        return ()
+    nd = _ndim(x)
+    return tuple(range(nd)) if axis is None else axis
+
+
+sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
+            functools.partial(_reduce_rule, _op='sum'),
+            lambda n, g, out, x, axis=None, keepdims=False: (
+                broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),))
+
+
+def _max_vjp(n, g, out, x, axis=None, keepdims=False):
+    axes = _kept_axes(x, axis, keepdims)
+    mask = cast(equal(x, broadcast_like(out, x, axes=axes)), aval_of(g).dtype)   # ties share equally
+    count = broadcast_like(sum_(mask, axis=axis, keepdims=True), x)
+    return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
+
+
+max_ = prim('max', lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
+            functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True)
+
+
+# ------------------------------------------------- shape ops
+def _reshape_rule(x, shape):
+    if x.shape is not None and None not in x.shape:
+        size = int(np.prod(x.shape))
+        known = [d for d in shape if d != -1]
+        ok = (shape.count(-1) == 0 and int(np.prod(known)) == size) or \
+             (shape.count(-1) == 1 and (int(np.prod(known)) and size % int(np.prod(known)) == 0))
+        if not ok:
+            raise ShapeError(f'reshape: cannot reshape {describe_aval(x)} ({size} elements) into '
+                             f'{fmt_shape(shape)}. The number of elements must stay the same; use -1 for '
+                             f'one dimension to let minigrad work it out.')
+        return Aval(tuple(size // int(np.prod(known)) if d == -1 else d for d in shape), x.dtype)
+    return Aval(tuple(None if d == -1 else d for d in shape), x.dtype)
+
+
+reshape = prim('reshape', lambda x, shape: np.reshape(x, shape), _reshape_rule,
+               lambda n, g, out, x, shape: (reshape_like(g, x),))
+
+
+def _transpose_rule(x, axes=None):
+    if x.shape is None:
+        return Aval(None, x.dtype)
+    axes = tuple(reversed(range(len(x.shape)))) if axes is None else axes
+    if sorted(axes) != list(range(len(x.shape))):
+        raise ShapeError(f'transpose: axes {axes} are not a permutation of the {len(x.shape)} axes '
+                         f'of {describe_aval(x)}')
+    return Aval(tuple(x.shape[a] for a in axes), x.dtype)
+
+
+def _transpose_vjp(n, g, out, x, axes=None):
+    return (transpose(g, axes=None if axes is None else tuple(np.argsort(axes).tolist())),)
+
+
+transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp)
+
+
+def _broadcast_to_rule(x, shape):
+    out = broadcast_shapes('broadcast_to', x.shape, shape) if x.shape is not None else tuple(shape)
+    if x.shape is not None and (len(x.shape) > len(shape) or tuple(out) != tuple(shape)):
+        raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} to {fmt_shape(shape)}; '
+                         f'each dimension must equal the target or be 1')
+    return Aval(tuple(shape), x.dtype)
+
+
+broadcast_to = prim('broadcast_to', lambda x, shape: np.broadcast_to(x, shape), _broadcast_to_rule,
+                    lambda n, g, out, x, shape: (sum_to_like(g, x),))
+
+
+# ------------------------------------------------- indexing
+_BIG = 1 << 20     # stands in for an unknown dim when a shape rule probes numpy
+
+
+def _getitem_rule(x, idx):
+    if x.shape is None:
+        return Aval(None, x.dtype)
+    probe = np.broadcast_to(np.empty((), x.dtype), tuple(_BIG if d is None else d for d in x.shape))
+    try:
+        shape = probe[idx].shape
+    except IndexError as e:
+        raise ShapeError(f'getitem: index {_fmt_idx(idx)} does not fit {describe_aval(x)}: {e}') from None
+    return Aval(tuple(None if d == _BIG else d for d in shape), x.dtype)
+
+
+def _fmt_idx(idx):
+    return repr(idx) if len(repr(idx)) < 80 else repr(idx)[:77] + '...'
+
+
+def _has_array(idx):
+    return any(isinstance(i, np.ndarray) for i in idx)
+
+
+def _scatter_add_impl(g, ref, idx):
+    out = np.zeros(np.shape(ref), dtype=g.dtype)
+    if _has_array(idx):
+        np.add.at(out, idx, g)          # repeated indices accumulate
+    else:
+        out[idx] = g
+    return out
+
+
+getitem = prim('getitem', lambda x, idx: x[idx], _getitem_rule,
+               lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),))
+scatter_add = prim('scatter_add', _scatter_add_impl,
+                   lambda g, ref, idx: Aval(ref.shape, g.dtype),
+                   lambda n, g, out, x, ref, idx: (getitem(g, idx=idx), None),
+                   doc='zeros shaped like ref with x added at ref[idx]: the VJP of getitem')
+
+
+# ------------------------------------------------- matmul, concatenate
+def _matmul_rule(a, b):
+    if a.shape is None or b.shape is None:
+        return Aval(None, np.result_type(a.dtype, b.dtype))
+    if len(a.shape) == 0 or len(b.shape) == 0:
+        raise ShapeError(f'matmul: both operands need at least one dimension; got {describe_aval(a)} '
+                         f'and {describe_aval(b)}. Use * for scaling by a scalar.')
+    a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
+    b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
+    k1, k2 = a2[-1], b2[-2]
+    if k1 is not None and k2 is not None and k1 != k2:
+        raise ShapeError(f'matmul: inner dimensions differ: a {fmt_shape(a.shape)} @ b {fmt_shape(b.shape)} '
+                         f'({k1} != {k2}). The last axis of a must match the '
+                         f'{"only" if len(b.shape) == 1 else "second-to-last"} axis of b; '
+                         f'transpose an operand (x.T) or fix the layer size.')
+    batch = broadcast_shapes('matmul', a2[:-2], b2[:-2])
+    shape = batch + ((a2[-2],) if len(a.shape) > 1 else ()) + ((b2[-1],) if len(b.shape) > 1 else ())
+    return Aval(shape, np.result_type(a.dtype, b.dtype))
+
+
+def _swap_last(x):
+    nd = _ndim(x)
+    return transpose(x, axes=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _expand(x, axis):
+    """Insert a size-1 axis (axis 0 or -1 of a vector / second-to-last of g)."""
+    s = aval_of(x).shape
+    axis = axis % (len(s) + 1)
+    shape = tuple(-1 if d is None else d for d in s)
+    if shape.count(-1) > 1:
+        raise ShapeError('matmul: the gradient of a 1-D matmul operand needs known shapes')
+    return reshape(x, shape=shape[:axis] + (1,) + shape[axis:])
+
+
+def _matmul_vjp(n, g, out, a, b):
+    na, nb = _ndim(a), _ndim(b)
+    if na is None or nb is None:
+        raise ShapeError('matmul: differentiating needs operands of known rank; give the placeholders a shape')
+    a2 = _expand(a, 0) if na == 1 else a
+    b2 = _expand(b, -1) if nb == 1 else b
+    g2 = _expand(g, -1) if nb == 1 else g
+    g2 = _expand(g2, -2) if na == 1 else g2
+    ga = gb = None
+    if n[0]:
+        ga = matmul(g2, _swap_last(b2))
+        ga = sum_to_like(ga, a2)
+        ga = reshape_like(ga, a) if na == 1 else ga
+    if n[1]:
+        gb = sum_to_like(matmul(_swap_last(a2), g2), b2)
+        gb = reshape_like(gb, b) if nb == 1 else gb
+    return ga, gb
+
+
+matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp)
+
+
+def _concat_rule(*xs, axis=0):
+    if any(x.shape is None for x in xs):
+        return Aval(None, np.result_type(*[x.dtype for x in xs]))
+    nd = len(xs[0].shape)
+    if any(len(x.shape) != nd for x in xs) or nd == 0:
+        raise ShapeError(f'concatenate: all inputs need the same number of dimensions (>= 1); got '
+                         f'{", ".join(fmt_shape(x.shape) for x in xs)}')
+    ax = axis % nd
+    for i in range(nd):
+        if i != ax and len({x.shape[i] for x in xs if x.shape[i] is not None}) > 1:
+            raise ShapeError(f'concatenate: shapes {", ".join(fmt_shape(x.shape) for x in xs)} differ on '
+                             f'axis {i}; only the concatenation axis {axis} may differ')
+    sizes = [x.shape[ax] for x in xs]
+    shape = list(xs[0].shape)
+    shape[ax] = None if None in sizes else sum(sizes)
+    return Aval(tuple(shape), np.result_type(*[x.dtype for x in xs]))
+
+
+def _concat_vjp(n, g, out, *xs, axis=0):
+    nd = _ndim(xs[0])
+    ax = axis % nd
+    grads, start = [], 0
+    for need, x in zip(n, xs):
+        size = aval_of(x).shape[ax]
+        if size is None:
+            raise ShapeError('concatenate: differentiating needs the sizes along the axis to be known')
+        if need:
+            idx = (slice(None),) * ax + (slice(start, start + size),)
+            grads.append(getitem(g, idx=idx))
+        else:
+            grads.append(None)
+        start += size
+    return tuple(grads)
+
+
+concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp)
+
+
+stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True,
+                     doc='identity whose gradient is zero (x.detach() inside a graph)')

@@ -1,0 +1,109 @@
+"""Session: runs (the needed part of) a static graph with values fed in."""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import fmt_shape, describe
+from .errors import FeedError, GraphError
+from .graph import Graph, Symbol, get_default_graph
+
+
+class Session:
+    """Runs a graph: ``sess.run(fetches, feed_dict)``. Variables keep their values between runs.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     a = mg.placeholder(mg.float32); b = mg.placeholder(mg.float32); c = a * b
+    >>> with mg.Session(g) as sess:
+    ...     sess.run([c], feed_dict={a: [15.0], b: [20.0]})[0][0]
+    300.0
+    """
+
+    def __init__(self, graph: Graph | None = None):
+        self.graph = graph if graph is not None else get_default_graph()
+        self.state: dict[int, np.ndarray] = {}      # id(variable node) -> current value
+        self._closed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._closed = True
+        self.state.clear()
+
+    def run(self, fetches, feed_dict=None):
+        """Compute `fetches` (a Symbol or nested list/tuple/dict of Symbols); returns numpy values
+        in the same structure. Only the nodes the fetches need are run."""
+        if self._closed:
+            raise GraphError('this Session is closed; open a new one with mg.Session(graph)')
+        flat: list[Symbol] = []
+        template = _flatten(fetches, flat)
+        for f in flat:
+            if not isinstance(f, Symbol):
+                raise FeedError(f'Session.run: cannot fetch {describe(f)}; fetches must be Symbols of the graph '
+                                f'(an eager Tensor already has its value: use .numpy())')
+            if f.graph is not self.graph:
+                raise FeedError(f"Session.run: fetch '{f.name}' belongs to another graph than this Session's. "
+                                f'Create the session with mg.Session(that_graph), or build the op in this graph.')
+        feeds = self._check_feeds(feed_dict or {})
+        values = self._execute(flat, feeds)
+        return _unflatten(template, iter(values))
+
+    def _execute(self, fetches, feeds):
+        from . import interpreter
+        return [np.array(v) if isinstance(v, np.ndarray) and not v.flags.owndata else v
+                for v in interpreter.evaluate(self.graph, fetches, feeds, self.state)]
+
+    def _check_feeds(self, feed_dict) -> dict:
+        feeds = {}
+        for k, v in feed_dict.items():
+            if not isinstance(k, Symbol):
+                raise FeedError(f'feed_dict key {describe(k)} is not a Symbol; feed placeholders or Variables')
+            if k.graph is not self.graph:
+                raise FeedError(f"feed_dict key '{k.name}' belongs to another graph than this Session's")
+            if k.op not in ('placeholder', 'variable'):
+                raise FeedError(f"feed_dict key '{k.name}' is the result of a '{k.op}' op; only placeholders "
+                                f'and Variables can be fed')
+            if isinstance(v, Symbol):
+                raise FeedError(f"feed_dict value for '{k.name}' is a Symbol; feed concrete values (numbers, "
+                                f'lists, numpy arrays)')
+            v = getattr(v, 'data', v) if type(v).__name__ in ('Tensor', 'Parameter') else v
+            arr = np.asarray(v)
+            if arr.dtype != k.dtype:
+                if not np.can_cast(arr.dtype, k.dtype, 'same_kind') and not (
+                        arr.dtype.kind in 'iub' and k.dtype.kind == 'f'):
+                    raise FeedError(f"cannot feed a {arr.dtype} value into '{k.name}' ({k.dtype}); convert it "
+                                    f'first, e.g. np.asarray(value, dtype={k.dtype.name!r})')
+                arr = arr.astype(k.dtype)
+            if k.shape is not None:
+                ok = arr.ndim == len(k.shape) and all(d is None or d == a for d, a in zip(k.shape, arr.shape))
+                if not ok:
+                    raise FeedError(f"cannot feed a value of shape {fmt_shape(arr.shape)} into '{k.name}', which "
+                                    f'has shape {fmt_shape(k.shape)} (None = any size). A graph is built for '
+                                    f'one input shape: reshape the value or build the graph with '
+                                    f'placeholder(shape=...) that allows it.')
+            feeds[id(k)] = arr
+        return feeds
+
+
+def _flatten(x, out):
+    if isinstance(x, (list, tuple)):
+        return type(x), [_flatten(i, out) for i in x]
+    if isinstance(x, dict):
+        return dict, {k: _flatten(v, out) for k, v in x.items()}
+    out.append(x)
+    return None
+
+
+def _unflatten(t, it):
+    if t is None:
+        return next(it)
+    kind, sub = t
+    if kind is dict:
+        return {k: _unflatten(v, it) for k, v in sub.items()}
+    items = [_unflatten(s, it) for s in sub]
+    return items if kind is list else kind(items) if kind is tuple else kind(*items)

@@ -1,0 +1,537 @@
+"""Tensor and the eager interpreter: compute now, record on the tape.
+
+The recorded graph is made of `TapeNode`s (a Tensor's ``grad_fn``). A TapeNode keeps its
+primitive, params, the *input arrays* the VJP needs and, per input, an edge to
+where that input came from (another TapeNode, a leaf Tensor, or None). It never
+refers to its own output Tensor, so the graph has no reference cycles and is
+freed by reference counting as soon as the last Tensor using it goes away.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import core, ops as P
+from .core import aval_of, describe, shape_error, DEFAULT_FLOAT
+from .errors import BackwardError, MinigradError, ShapeError
+from .functional import OpsMixin
+
+
+class _State:
+    grad_enabled = True
+    tapes: list = []
+
+
+state = _State()
+
+
+class TapeNode:
+    """One recorded op (a Tensor's grad_fn). Holds no reference to its output."""
+    __slots__ = ('prim', 'params', 'parents', 'saved', 'out', 'retained', '__weakref__')
+
+    def __init__(self, prim, params, parents, saved, out):
+        self.prim, self.params, self.parents, self.saved, self.out = prim, params, parents, saved, out
+        self.retained = None
+
+    @property
+    def name(self) -> str:
+        return self.prim.name
+
+    def __repr__(self):
+        return f'<{self.prim.name}Backward>'
+
+
+class TapeEntry(NamedTuple):
+    op: str
+    inputs: tuple
+    params: dict
+    output: Any
+
+
+class Tape:
+    """Collects every op executed inside ``with mg.Tape() as tape:`` (in order).
+
+    >>> import minigrad as mg
+    >>> x = mg.tensor(2.0, requires_grad=True)
+    >>> with mg.Tape() as tape:
+    ...     y = x * x + 1
+    >>> [e.op for e in tape.entries]
+    ['mul', 'add']
+    """
+
+    def __init__(self):
+        self.entries: list[TapeEntry] = []
+
+    def __enter__(self):
+        state.tapes.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        state.tapes[:] = [t for t in state.tapes if t is not self]
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __repr__(self):
+        lines = [f'Tape with {len(self.entries)} entries']
+        names = {}
+        def nm(x):
+            if isinstance(x, Tensor):
+                if id(x) not in names:
+                    names[id(x)] = x.name or f't{len(names)}'
+                return names[id(x)]
+            return repr(x)
+        for e in self.entries:
+            lines.append(f'  {nm(e.output)} = {e.op}({", ".join(nm(i) for i in e.inputs)})')
+        return '\n'.join(lines)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from . import viz
+        return viz.mimebundle(self)
+
+
+class no_grad:
+    """Context manager (and decorator): ops inside record nothing.
+
+    >>> import minigrad as mg
+    >>> w = mg.tensor(1.0, requires_grad=True)
+    >>> with mg.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def __enter__(self):
+        self._prev = state.grad_enabled
+        state.grad_enabled = False
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self._prev
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with no_grad():
+                return fn(*a, **k)
+        return wrapper
+
+
+class enable_grad(no_grad):
+    def __enter__(self):
+        self._prev = state.grad_enabled
+        state.grad_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return state.grad_enabled
+
+
+class Tensor(OpsMixin):
+    """An eager value that can record how it was computed.
+
+    >>> import minigrad as mg
+    >>> a = mg.tensor(15.0, requires_grad=True); b = mg.tensor(20.0, requires_grad=True)
+    >>> c = a * b; c.backward()
+    >>> c.item(), a.grad.item(), b.grad.item()
+    (300.0, 20.0, 15.0)
+    """
+    __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '__weakref__')
+    __array_ufunc__ = None          # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
+    __hash__ = object.__hash__      # == is elementwise, hashing is by identity (as in PyTorch)
+
+    def __init__(self, data, dtype=None, requires_grad=False, name=None):
+        # mg.Tensor(data) is a float tensor, like torch.Tensor([0])
+        self.data = _to_array(data, dtype if dtype is not None else DEFAULT_FLOAT)
+        self.grad = None
+        self.grad_fn = None
+        self.name = name
+        self._requires_grad = False
+        self.requires_grad = requires_grad
+
+    @classmethod
+    def _make(cls, data, grad_fn=None, requires_grad=False):
+        t = object.__new__(cls)
+        t.data, t.grad_fn, t._requires_grad = data, grad_fn, requires_grad
+        t.grad = t.name = None
+        return t
+
+    # -- attributes
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and self.data.dtype.kind != 'f':
+            raise BackwardError(f'only floating point tensors can require gradients; {describe(self)} has '
+                                f'dtype {self.data.dtype}. Create it with dtype=mg.float32 (e.g. '
+                                f'mg.tensor([1.0, 2.0])) or convert it: x.float().')
+        if not value and self.grad_fn is not None:
+            raise BackwardError('requires_grad can only be switched off on a leaf; use .detach() instead')
+        self._requires_grad = bool(value)
+
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+    is_leaf = property(lambda self: self.grad_fn is None)
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError('len() of a 0-d tensor')
+        return len(self.data)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # -- conversion
+    def item(self):
+        if self.data.size != 1:
+            raise MinigradError(f'item(): only one-element tensors can be converted to a Python number; '
+                                f'{describe(self)} has {self.data.size} elements')
+        return self.data.item()
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise MinigradError(f'the truth value of {describe(self)} is ambiguous: it has '
+                                f'{self.data.size} elements. Use (t < u)[0], .all() or .any().')
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.data.dtype.kind not in 'iu':
+            raise TypeError('only integer tensors can be used as an index')
+        return int(self.item())
+
+    def float(self):
+        return self.to(DEFAULT_FLOAT)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def to(self, dtype):
+        return P.cast(self, dtype=np.dtype(dtype))
+
+    def all(self):
+        return Tensor._make(np.asarray(self.data.all()))
+
+    def any(self):
+        return Tensor._make(np.asarray(self.data.any()))
+
+    def detach(self) -> 'Tensor':
+        """A tensor with the same data that records nothing (shares the array)."""
+        return Tensor._make(self.data)
+
+    def clone(self) -> 'Tensor':
+        return P.mul(self, 1)
+
+    # -- autograd
+    def retain_grad(self):
+        """Keep .grad on this non-leaf tensor after backward (normally released to save memory)."""
+        if not self._requires_grad:
+            raise BackwardError("retain_grad() on a tensor that doesn't require grad")
+        if self.grad_fn is not None:
+            self.grad_fn.retained = weakref.ref(self)
+        return self
+
+    @property
+    def retains_grad(self) -> bool:
+        return self.grad_fn is not None and self.grad_fn.retained is not None and \
+            self.grad_fn.retained() is self
+
+    def backward(self, gradient=None, retain_graph=False, create_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (reverse sweep over the tape).
+
+        ``gradient`` is required unless self has one element. ``retain_graph`` keeps
+        the saved values for another backward; ``create_graph`` records the backward
+        pass itself so gradients of gradients work."""
+        backward(self, gradient, retain_graph, create_graph)
+
+    # -- in-place operators: compute out of place, then rebind (never corrupt saved arrays)
+    def _inplace(self, prim, other, sym):
+        if self.grad_fn is None and self._requires_grad and state.grad_enabled:
+            raise BackwardError(
+                f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
+                f'in place would make its gradient meaningless. Update parameters inside '
+                f'`with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
+        res = core.apply(prim, self, other)
+        if res.data.dtype != self.data.dtype:
+            if not np.can_cast(res.data.dtype, self.data.dtype, 'same_kind'):
+                raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, which cannot be "
+                                 f'stored in {describe(self)}; write x = x {sym} y instead')
+            res = P.cast(res, dtype=self.data.dtype)
+        if res.data.shape != self.data.shape:
+            raise ShapeError(f"in-place '{sym}=': the result has shape {res.data.shape} but {describe(self)} "
+                             f'cannot change shape in place; write x = x {sym} y instead')
+        self.data, self.grad_fn = res.data, res.grad_fn
+        if res.grad_fn is not None:
+            self._requires_grad = True
+        return self
+
+    def __iadd__(self, o):
+        return self._inplace(P.add, o, '+')
+
+    def __isub__(self, o):
+        return self._inplace(P.add, P.neg(o) if isinstance(o, Tensor) else -np.asarray(o) if isinstance(o, list) else -o, '-')
+
+    def __imul__(self, o):
+        return self._inplace(P.mul, o, '*')
+
+    def __itruediv__(self, o):
+        return self._inplace(P.div, o, '/')
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=', ', precision=4, prefix='tensor(')
+        extra = ''
+        if self.data.dtype not in (DEFAULT_FLOAT, np.dtype(np.int64), np.dtype(bool)):
+            extra += f', dtype={self.data.dtype}'
+        if self.grad_fn is not None:
+            extra += f', grad_fn=<{self.grad_fn.prim.name}>'
+        elif self._requires_grad:
+            extra += ', requires_grad=True'
+        if self.name:
+            extra += f', name={self.name!r}'
+        return f'tensor({body}{extra})'
+
+    def _repr_html_(self):
+        import html
+        return f'<pre>{html.escape(repr(self))}</pre>'
+
+
+def _to_array(data, dtype=None) -> np.ndarray:
+    if isinstance(data, Tensor):
+        data = data.data
+    elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+        data = [d.data if isinstance(d, Tensor) else d for d in data]
+    if getattr(data, '__module__', '').startswith('minigrad.graph') or type(data).__name__ == 'Symbol':
+        from .errors import GraphError
+        raise GraphError('cannot make a Tensor from a Symbol: a Symbol has no value until Session.run')
+    arr = np.array(data, dtype=dtype)
+    return arr
+
+
+# ------------------------------------------------------------------ eager interpreter
+def eager_apply(prim, args, params):
+    vals, parents, rg = [], [], False
+    for a in args:
+        if isinstance(a, Tensor):
+            vals.append(a.data)
+            if a._requires_grad:
+                rg = True
+                parents.append(a.grad_fn or a)       # an edge: the producing TapeNode or the leaf
+            else:
+                parents.append(None)
+        else:
+            vals.append(a)
+            parents.append(None)
+    try:
+        out = prim.impl(*vals, **params)
+    except MinigradError:
+        raise
+    except Exception as e:
+        raise shape_error(prim, args, params, e) from None
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    if rg and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
+        t = Tensor._make(out, TapeNode(prim, params, tuple(parents), tuple(vals),
+                                   out if prim.saves_out else None), True)
+    else:
+        t = Tensor._make(out)
+    if state.tapes:
+        for tape in state.tapes:
+            tape.entries.append(TapeEntry(prim.name, args, params, t))
+    return t
+
+
+core.hooks.tensor_type = Tensor
+core.hooks.eager_apply = eager_apply
+
+
+# ------------------------------------------------------------------ backward
+def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False):
+    from .autodiff import reverse_sweep, toposort
+    retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
+    if not root._requires_grad:
+        raise BackwardError(f'backward(): {describe(root)} does not require grad and has no grad_fn, so there '
+                            f'is nothing to differentiate. Create the inputs with requires_grad=True '
+                            f'(and make sure the ops did not run under mg.no_grad()).')
+    if gradient is None:
+        if root.data.size != 1:
+            raise BackwardError(f'backward(): {describe(root)} is not a scalar, so pass the gradient of the '
+                                f'final result with respect to it: t.backward(gradient=mg.ones(t.shape)), '
+                                f'or reduce it first: t.sum().backward()')
+        g = np.ones_like(root.data)
+    else:
+        g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient, dtype=root.data.dtype)
+        if g.shape != root.data.shape:
+            raise ShapeError(f'backward(): gradient has shape {g.shape} but {describe(root)} has shape '
+                             f'{root.data.shape}; they must match')
+    if create_graph:
+        g = Tensor._make(g) if not isinstance(gradient, Tensor) else gradient
+    if root.grad_fn is None:            # a leaf: d root / d root = 1
+        _accumulate(root, g, create_graph)
+        return
+
+    order, leaves = toposort(root.grad_fn, lambda n: n.parents, lambda p: type(p) is TapeNode)
+    ct = {id(root.grad_fn): g}
+
+    def call_vjp(node, gs):
+        if node.saved is None:
+            raise BackwardError(
+                f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), but its "
+                f'saved values were freed after the first backward() to save memory. Pass '
+                f'retain_graph=True to the first backward() if you need to call it again.')
+        if create_graph:
+            inputs = tuple(_wrap(p, v) for p, v in zip(node.parents, node.saved))
+            out = core.apply(node.prim, *inputs, **node.params) if node.prim.saves_out else None
+        else:
+            inputs, out = node.saved, node.out
+        needs = tuple(p is not None for p in node.parents)
+        grads = node.prim.vjp(needs, gs[0], out, *inputs, **node.params)
+        if not retain_graph:
+            node.saved = node.out = None
+        return zip(node.parents, grads)
+
+    def on_cotangent(node, gs):
+        t = node.retained() if node.retained is not None else None
+        if t is not None:
+            _accumulate(t, gs[0], create_graph)
+
+    with (enable_grad() if create_graph else no_grad()):
+        reverse_sweep(order, ct, lambda n: (n,), call_vjp, on_cotangent)
+        for leaf in leaves:
+            g = ct.get(id(leaf))
+            if g is not None:
+                _accumulate(leaf, g, create_graph)
+
+
+def _wrap(parent, value):
+    """An input for a recorded backward: connected to the graph where it came from."""
+    if parent is None:
+        return value
+    if isinstance(parent, Tensor):
+        return parent
+    return Tensor._make(value, parent, True)
+
+
+def _accumulate(t: Tensor, g, create_graph):
+    if not isinstance(g, Tensor):
+        g = np.asarray(g)
+        if g.dtype != t.data.dtype:
+            g = g.astype(t.data.dtype)
+        elif not g.flags.writeable:
+            g = g.copy()                # broadcast views are read-only; a .grad must not be
+        g = Tensor._make(g)
+    elif not create_graph:
+        g = g.detach()
+    if t.grad is None:
+        t.grad = g
+    elif create_graph:
+        t.grad = t.grad + g
+    else:
+        t.grad = Tensor._make(t.grad.data + g.data)
+
+
+# ------------------------------------------------------------------ constructors
+class _Rng:
+    gen = np.random.default_rng(0)
+
+
+def manual_seed(seed: int):
+    """Seed minigrad's random generator (randn, rand, layer initialisation).
+
+    >>> import minigrad as mg
+    >>> mg.manual_seed(0); a = mg.randn(2); mg.manual_seed(0); bool((a == mg.randn(2)).all())
+    True
+    """
+    _Rng.gen = np.random.default_rng(seed)
+
+
+def rng() -> np.random.Generator:
+    """The generator minigrad draws from (seeded by manual_seed)."""
+    return _Rng.gen
+
+
+def _default_dtype(data):
+    a = np.asarray(data.data if isinstance(data, Tensor) else data)
+    if a.dtype.kind == 'f' and not isinstance(data, np.ndarray):
+        return DEFAULT_FLOAT          # Python floats become float32, as in PyTorch
+    return None
+
+
+def tensor(data, dtype=None, requires_grad=False, name=None) -> Tensor:
+    """Make a tensor. Python floats give float32, ints int64, bools bool; numpy arrays keep their dtype.
+
+    >>> import minigrad as mg
+    >>> mg.tensor([1.0, 2.0]).dtype, mg.tensor([1, 2]).dtype
+    (dtype('float32'), dtype('int64'))
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    t = Tensor._make(_to_array(data, dtype if dtype is not None else _default_dtype(data)))
+    t.name = name
+    t.requires_grad = requires_grad
+    return t
+
+
+def _shape(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def zeros(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
+    return tensor(np.zeros(_shape(shape), dtype or DEFAULT_FLOAT), requires_grad=requires_grad, name=name)
+
+
+def ones(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
+    return tensor(np.ones(_shape(shape), dtype or DEFAULT_FLOAT), requires_grad=requires_grad, name=name)
+
+
+def full(shape, value, dtype=None, requires_grad=False, name=None) -> Tensor:
+    return tensor(np.full(tuple(shape), value, dtype or DEFAULT_FLOAT), requires_grad=requires_grad, name=name)
+
+
+def zeros_like(t, requires_grad=False) -> Tensor:
+    return zeros(*t.shape, dtype=t.dtype, requires_grad=requires_grad)
+
+
+def ones_like(t, requires_grad=False) -> Tensor:
+    return ones(*t.shape, dtype=t.dtype, requires_grad=requires_grad)
+
+
+def randn(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
+    """Standard normal samples from the seeded generator (mg.manual_seed)."""
+    data = _Rng.gen.standard_normal(_shape(shape)).astype(dtype or DEFAULT_FLOAT)
+    return tensor(data, requires_grad=requires_grad, name=name)
+
+
+def rand(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
+    data = _Rng.gen.random(_shape(shape)).astype(dtype or DEFAULT_FLOAT)
+    return tensor(data, requires_grad=requires_grad, name=name)
+
+
+def arange(start, stop=None, step=1, dtype=None, requires_grad=False) -> Tensor:
+    data = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    if dtype is None and data.dtype.kind == 'f':
+        dtype = DEFAULT_FLOAT
+    return tensor(data, dtype=dtype, requires_grad=requires_grad)
