@@ -282,6 +282,8 @@ def cmd_lab(args: list[str]) -> None:
     target = [FIRST_LESSON] if (ROOT / FIRST_LESSON).exists() else []
     if not target:
         say(f"{FIRST_LESSON} does not exist yet; opening JupyterLab at the repository root")
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in args:
+        args = ["--allow-root", *args]  # e.g. in a container; Jupyter refuses root otherwise
     exec_in_venv([VPY, "-m", "jupyter", "lab", *target, *args])
 
 

@@ -13,3 +13,11 @@ from .graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_de
                     reset_default_graph, gradients)
 from .session import Session
 from . import interpreter
+from . import nn, optim, data
+from .control import cond, while_loop, MaxIterationsError
+from . import viz
+from .viz import draw
+from .trace import trace, jit, TracedFunction, JitFunction
+from . import compiler
+from .compiler import compile, Program, group
+from . import testing

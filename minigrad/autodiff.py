@@ -8,30 +8,53 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from . import ops as P
 
 
-def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable, call_vjp: Callable,
+def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp: Callable,
                   on_cotangent: Callable | None = None) -> dict:
     """Propagate cotangents through `order` (consumers before producers).
 
     ct maps id(value) -> cotangent and is updated in place; what is left in it at
     the end are the cotangents of values no vertex in `order` produced (leaves/xs).
-    ``out_keys(v)`` gives the values v produces, ``call_vjp(v, gs)`` yields
-    ``(input_value, cotangent)`` pairs. Cotangents arriving twice are added.
+    ``out_keys(v)`` gives the values v produces (None: v is its own single value, as a
+    TapeNode), ``call_vjp(v, gs)`` yields ``(input_value, cotangent)`` pairs.
+    Cotangents arriving twice are added.
     """
+    pop, get = ct.pop, ct.get
+    owned = set()       # ids of sums this sweep made: no one else holds them, so add into them in place
     for v in order:
-        gs = tuple(ct.pop(id(k), None) for k in out_keys(v))
-        if all(g is None for g in gs):
-            continue                    # nothing flows back through v
+        if out_keys is None:
+            g = pop(id(v), None)
+            if g is None:
+                continue                # nothing flows back through v
+            gs = (g,)
+            if owned:
+                owned.discard(id(g))    # a VJP may hand g on unchanged (add): not ours any more
+        else:
+            gs = tuple(pop(id(k), None) for k in out_keys(v))
+            if all(g is None for g in gs):
+                continue
+            for g in gs:
+                owned.discard(id(g))
         if on_cotangent is not None:
             on_cotangent(v, gs)
         for parent, gi in call_vjp(v, gs):
             if gi is None or parent is None:
                 continue
             k = id(parent)
-            prev = ct.get(k)
-            ct[k] = gi if prev is None else P.add(prev, gi)
+            prev = get(k)
+            if prev is None:
+                ct[k] = gi
+            elif id(prev) in owned and type(gi) is np.ndarray and gi.shape == prev.shape \
+                    and gi.dtype == prev.dtype:
+                np.add(prev, gi, out=prev)
+            else:
+                s = ct[k] = P.add(prev, gi)
+                if type(s) is np.ndarray and s.flags.writeable:
+                    owned.add(id(s))
     return ct
 
 

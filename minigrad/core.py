@@ -52,9 +52,6 @@ class Primitive:
         self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
         self.doc = doc
 
-    def __call__(self, *args, **params):
-        return apply(self, *args, **params)
-
     def __repr__(self):
         return f'<primitive {self.name}>'
 
@@ -90,14 +87,26 @@ class _Hooks:
 hooks = _Hooks()
 
 
+_RAW = {np.ndarray, float, int, bool, np.float32, np.float64, np.int64, np.bool_, type(None)}
+
+
 def apply(prim: Primitive, *args, **params):
     """Run `prim` on `args` with the interpreter the arguments call for."""
-    sym, ten = hooks.symbol_type, hooks.tensor_type
+    for a in args:
+        if type(a) not in _RAW:          # fast exit for the raw numpy path used by VJPs
+            break
+    else:
+        try:
+            return prim.impl(*args, **params)
+        except MinigradError:
+            raise
+        except Exception as e:          # raw numpy path: still give a readable error
+            raise shape_error(prim, args, params, e) from None
     eager = False
     for a in args:
-        if isinstance(a, sym):
+        if isinstance(a, hooks.symbol_type):
             return hooks.graph_apply(prim, args, params)
-        if isinstance(a, ten):
+        if isinstance(a, hooks.tensor_type):
             eager = True
     if eager:
         return hooks.eager_apply(prim, args, params)
@@ -105,8 +114,11 @@ def apply(prim: Primitive, *args, **params):
         return prim.impl(*args, **params)
     except MinigradError:
         raise
-    except Exception as e:          # raw numpy path: still give a readable error
+    except Exception as e:
         raise shape_error(prim, args, params, e) from None
+
+
+Primitive.__call__ = apply          # prim(*args) dispatches without an extra Python frame
 
 
 # ---------------------------------------------------------------- shape rules

@@ -18,8 +18,9 @@ def _is_value(x) -> bool:
 
 def _lift(*xs):
     """Public functions on plain data (lists, arrays, numbers) return Tensors."""
-    if any(_is_value(x) for x in xs):
-        return xs
+    for x in xs:
+        if isinstance(x, (hooks.tensor_type, hooks.symbol_type)):
+            return xs
     from .tensor import Tensor, _to_array
     first = xs[0]
     return (Tensor._make(_to_array(first)),) + xs[1:]
@@ -103,6 +104,9 @@ def where(cond, x, y):
 
 def relu(x):
     """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch."""
+    if isinstance(x, hooks.tensor_type):       # the eager fast path (same primitives)
+        ea = hooks.eager_apply
+        return ea(P.where, (ea(P.greater, (x, 0), {}), x, 0), {})
     (x,) = _lift(x)
     return P.where(P.greater(x, 0), x, 0)
 

@@ -259,6 +259,8 @@ class Graph:
         if isinstance(x, core.hooks.tensor_type):
             if self.capture_tensor is not None:
                 return self.capture_tensor(self, x)
+            if self.parent is not None:          # inside a cond/while body: the outer graph decides
+                return self.capture(self.parent.lift(x, like))
             raise GraphError(_mix_message(x, like))
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
@@ -278,7 +280,13 @@ class Graph:
         return f'{outs} = {node.op}({", ".join(args)})  : {types}'
 
     def __str__(self) -> str:
-        lines = [self.format_node(n) for n in self.nodes]
+        lines = []
+        for n in self.nodes:
+            lines.append(self.format_node(n))
+            for k, v in n.params.items():       # cond/while bodies, indented under their node
+                if isinstance(v, Graph):
+                    lines.append(f'  {k}:')
+                    lines.extend('    ' + line for line in str(v).splitlines())
         if self.outputs and self.parent is not None:
             lines.append('return ' + ', '.join(o.name for o in self.outputs))
         return '\n'.join(lines)
@@ -417,7 +425,7 @@ def constant(value, dtype=None, name=None, graph=None) -> Symbol:
         value = value.data
     if isinstance(value, Symbol):
         raise GraphError(f"mg.constant: '{value.name}' is already a Symbol; use it directly")
-    if dtype is None and not isinstance(value, np.ndarray):
+    if dtype is None and not isinstance(value, (np.ndarray, np.generic)):   # numpy scalars keep their dtype
         arr = np.asarray(value)
         if arr.dtype == np.float64:
             arr = arr.astype(DEFAULT_FLOAT)
@@ -433,7 +441,7 @@ def Variable_(initial_value, name=None, dtype=None) -> Variable:
     g = get_default_graph()
     if isinstance(initial_value, core.hooks.tensor_type):
         initial_value = initial_value.data
-    if dtype is None and not isinstance(initial_value, np.ndarray):
+    if dtype is None and not isinstance(initial_value, (np.ndarray, np.generic)):
         arr = np.asarray(initial_value)
         if arr.dtype == np.float64:
             arr = arr.astype(DEFAULT_FLOAT)
@@ -461,6 +469,9 @@ def graph_apply(prim: Primitive, args, params):
         raise GraphError(f"{prim.name}: Symbol '{syms[0].name}' and Symbol '{s.name}' belong to different "
                          f'graphs. Build all ops of one computation inside the same `with graph.as_default():` '
                          f'block (or call mg.reset_default_graph() only before starting a new model).')
+    cur = get_default_graph()
+    if cur is not g and g.is_ancestor_of(cur):
+        g = cur                     # inside a cond/while body: the op belongs there, outer values get captured
     inputs = [g.lift(a, like=syms) for a in args]
     try:
         avals = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in inputs], **params)
@@ -507,6 +518,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
         grad_ys = [None] * len(ys)
     elif not isinstance(grad_ys, (list, tuple)):
         grad_ys = [grad_ys]
+    start = len(g.nodes)
     with g.as_default():
         # values that depend on some x: only those need (and get) cotangents
         x_ids = {id(x) for x in xs}
@@ -541,6 +553,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
         reverse_sweep(reversed(relevant), ct, lambda n: n.outputs, call_vjp, on_cotangent)
         found.update({k: v for k, v in ct.items() if k in x_ids and k not in found})
         result = [found.get(id(x)) if found.get(id(x)) is not None else zeros_like(x) for x in xs]
+    g._grad_nodes = getattr(g, '_grad_nodes', set()) | {id(n) for n in g.nodes[start:]}   # viz: backward part
     return result
 
 

@@ -39,9 +39,9 @@ def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, sta
                     state[id(node)] = np.array(node.params['initial_value'])
                 env[id(s)] = state[id(node)]
             else:
-                users = [f.name for f in fetches]
+                users = [f.name for f in fetches if node in needed_nodes(graph, [f])]
                 raise FeedError(f"placeholder '{s.name}' (shape {fmt_shape(s.shape)}, {s.dtype}) needs a value: "
-                                f'the fetch {users} depends on it. Add it to feed_dict, e.g. '
+                                f"the fetch {', '.join(repr(u) for u in users)} depends on it. Add it to feed_dict, e.g. "
                                 f'sess.run(..., feed_dict={{{s.name}: value}}).')
             continue
         if op == 'constant':

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from .core import (Aval, Primitive, PRIMITIVES, elementwise_rule, broadcast_shapes, fmt_shape,
-                   describe, aval_of, bool_, normalize_axes)
+                   describe, aval_of, bool_, normalize_axes, hooks)
 from .errors import ShapeError
 
 
@@ -42,6 +42,16 @@ def _sum_to_like_impl(g, ref):
         axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape) if d == 1 and gs[i + lead] != 1)
         g = np.sum(g, axis=axes, keepdims=True).reshape(shape) if axes else np.reshape(g, shape)
     return g if g.dtype == dt else g.astype(dt)
+
+
+def _unbroadcast(g, x):
+    """sum_to_like(g, x), skipping the call on the plain-numpy backward when nothing was broadcast."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape and g.dtype == x.dtype:
+        return g
+    if isinstance(g, hooks.tensor_type) and isinstance(x, hooks.tensor_type) and g.shape == x.shape \
+            and g.dtype == x.dtype:
+        return g                        # recorded backward (create_graph): no no-op node either
+    return sum_to_like(g, x)
 
 
 def _like_rule(g, ref, **params):
@@ -75,20 +85,20 @@ reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)),
 
 # ------------------------------------------------- elementwise arithmetic
 add = ew('add', np.add, lambda n, g, out, x, y: (
-    sum_to_like(g, x) if n[0] else None,
-    sum_to_like(g, y) if n[1] else None))
+    _unbroadcast(g, x) if n[0] else None,
+    _unbroadcast(g, y) if n[1] else None))
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
-    sum_to_like(mul(g, y), x) if n[0] else None,
-    sum_to_like(mul(g, x), y) if n[1] else None))
+    _unbroadcast(mul(g, y), x) if n[0] else None,
+    _unbroadcast(mul(g, x), y) if n[1] else None))
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
-    sum_to_like(div(g, y), x) if n[0] else None,
-    sum_to_like(neg(div(mul(g, x), mul(y, y))), y) if n[1] else None))
+    _unbroadcast(div(g, y), x) if n[0] else None,
+    _unbroadcast(neg(div(mul(g, x), mul(y, y))), y) if n[1] else None))
 pow_ = ew('pow', np.power, lambda n, g, out, x, y: (
-    sum_to_like(mul(mul(g, y), pow_(x, add(y, -1))), x) if n[0] else None,
-    sum_to_like(mul(mul(g, pow_(x, y)), log(x)), y) if n[1] else None))
+    _unbroadcast(mul(mul(g, y), pow_(x, add(y, -1))), x) if n[0] else None,
+    _unbroadcast(mul(mul(g, pow_(x, y)), log(x)), y) if n[1] else None))
 maximum = ew('maximum', np.maximum, lambda n, g, out, x, y: (   # ties share the gradient (as PyTorch)
-    sum_to_like(add(mul(g, greater(x, y)), mul(mul(g, 0.5), equal(x, y))), x) if n[0] else None,
-    sum_to_like(add(mul(g, less(x, y)), mul(mul(g, 0.5), equal(x, y))), y) if n[1] else None))
+    _unbroadcast(add(mul(g, greater(x, y)), mul(mul(g, 0.5), equal(x, y))), x) if n[0] else None,
+    _unbroadcast(add(mul(g, less(x, y)), mul(mul(g, 0.5), equal(x, y))), y) if n[1] else None))
 neg = ew('neg', np.negative, lambda n, g, out, x: (neg(g),))
 exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True)
 log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
@@ -104,8 +114,8 @@ def _where_rule(c, x, y):
 
 where = prim('where', np.where, _where_rule, lambda n, g, out, c, x, y: (
     None,
-    sum_to_like(where(c, g, 0), x) if n[1] else None,
-    sum_to_like(where(c, 0, g), y) if n[2] else None), elementwise=True)
+    _unbroadcast(where(c, g, 0), x) if n[1] else None,
+    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True)
 
 
 def _cmp_rule(*avals, _op):
@@ -126,7 +136,7 @@ def _cast_rule(x, dtype):
 
 
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
-            lambda n, g, out, x, dtype: (cast(g, aval_of(x).dtype),), elementwise=True)
+            lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True)
 
 
 # ------------------------------------------------- reductions
@@ -169,7 +179,7 @@ sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, kee
 
 def _max_vjp(n, g, out, x, axis=None, keepdims=False):
     axes = _kept_axes(x, axis, keepdims)
-    mask = cast(equal(x, broadcast_like(out, x, axes=axes)), aval_of(g).dtype)   # ties share equally
+    mask = cast(equal(x, broadcast_like(out, x, axes=axes)), dtype=aval_of(g).dtype)   # ties share equally
     count = broadcast_like(sum_(mask, axis=axis, keepdims=True), x)
     return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
 

@@ -54,8 +54,39 @@ class Session:
         return _unflatten(template, iter(values))
 
     def _execute(self, fetches, feeds):
+        """Run a compiled Program, cached per (fetch set, feed signature); graphs the compiler
+        cannot handle fall back to the reference interpreter."""
         from . import interpreter
-        return [np.array(v) if isinstance(v, np.ndarray) and not v.flags.owndata else v
+        from .compiler import compile as compile_program
+        key = (tuple(map(id, fetches)),) + tuple(sorted((k, v.shape, v.dtype.str) for k, v in feeds.items()))
+        cache = self.__dict__.setdefault('_programs', {})
+        prog = cache.get(key, False)
+        if prog is False:
+            syms = {id(n.outputs[0]): n.outputs[0] for n in self.graph.nodes if n.op in ('placeholder', 'variable')}
+            fed = sorted(feeds)
+            try:
+                prog = compile_program(list(fetches), [syms[k] for k in fed],
+                                       input_shapes=[feeds[k].shape for k in fed])
+                prog._feed_order = fed
+            except Exception as e:              # e.g. a missing feed: the interpreter explains it
+                prog = None
+                self.__dict__.setdefault('_compile_errors', {})[key] = e
+            cache[key] = prog
+        if prog is not None:
+            states = [self.state.get(id(v.node)) for v in prog.variables]
+            for i, v in enumerate(prog.variables):
+                if states[i] is None:
+                    states[i] = self.state[id(v.node)] = np.array(v.node.params['initial_value'])
+            try:
+                out = prog._run(*[feeds[k] for k in prog._feed_order], states)
+            except Exception:
+                out = None               # run it node by node below for a precise error
+            if out is not None:
+                for v, s in zip(prog.variables, states):
+                    self.state[id(v.node)] = s
+                return out
+        state_arrays = {id(v) for v in self.state.values()}
+        return [np.array(v) if isinstance(v, np.ndarray) and (not v.flags.owndata or id(v) in state_arrays) else v
                 for v in interpreter.evaluate(self.graph, fetches, feeds, self.state)]
 
     def _check_feeds(self, feed_dict) -> dict:

@@ -8,12 +8,14 @@ freed by reference counting as soon as the last Tensor using it goes away.
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import core, ops as P
+from .autodiff import reverse_sweep
 from .core import aval_of, describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, MinigradError, ShapeError
 from .functional import OpsMixin
@@ -25,15 +27,17 @@ class _State:
 
 
 state = _State()
+_next_seq = itertools.count().__next__
 
 
 class TapeNode:
     """One recorded op (a Tensor's grad_fn). Holds no reference to its output."""
-    __slots__ = ('prim', 'params', 'parents', 'saved', 'out', 'retained', '__weakref__')
+    __slots__ = ('prim', 'params', 'parents', 'saved', 'out', 'retained', 'seq', '__weakref__')
 
     def __init__(self, prim, params, parents, saved, out):
         self.prim, self.params, self.parents, self.saved, self.out = prim, params, parents, saved, out
         self.retained = None
+        self.seq = _next_seq()          # creation order = a topological order of the tape
 
     @property
     def name(self) -> str:
@@ -128,6 +132,10 @@ class enable_grad(no_grad):
 
 def is_grad_enabled() -> bool:
     return state.grad_enabled
+
+
+_NUMBER = {float, int, np.float32, np.float64}
+_PLAIN = _NUMBER | {np.ndarray, bool}
 
 
 class Tensor(OpsMixin):
@@ -287,6 +295,58 @@ class Tensor(OpsMixin):
             self._requires_grad = True
         return self
 
+    # -- operators: a fast path straight into the eager interpreter when the other operand is
+    #    a Tensor, a number or an array (anything else, e.g. a Symbol, goes through core.apply)
+    def __add__(self, o):
+        if type(o) in _PLAIN or isinstance(o, Tensor):
+            return eager_apply(P.add, (self, o), {})
+        return core.apply(P.add, self, o)
+
+    def __radd__(self, o):
+        if type(o) in _PLAIN:
+            return eager_apply(P.add, (o, self), {})
+        return core.apply(P.add, o, self)
+
+    def __sub__(self, o):
+        if type(o) in _NUMBER:
+            return eager_apply(P.add, (self, -o), {})
+        if isinstance(o, Tensor):
+            return eager_apply(P.add, (self, eager_apply(P.neg, (o,), {})), {})
+        return OpsMixin.__sub__(self, o)
+
+    def __mul__(self, o):
+        if type(o) in _PLAIN or isinstance(o, Tensor):
+            return eager_apply(P.mul, (self, o), {})
+        return core.apply(P.mul, self, o)
+
+    def __rmul__(self, o):
+        if type(o) in _PLAIN:
+            return eager_apply(P.mul, (o, self), {})
+        return core.apply(P.mul, o, self)
+
+    def __truediv__(self, o):
+        if type(o) in _PLAIN or isinstance(o, Tensor):
+            return eager_apply(P.div, (self, o), {})
+        return core.apply(P.div, self, o)
+
+    def __matmul__(self, o):
+        if type(o) is np.ndarray or isinstance(o, Tensor):
+            return eager_apply(P.matmul, (self, o), {})
+        return core.apply(P.matmul, self, o)
+
+    def __neg__(self):
+        return eager_apply(P.neg, (self,), {})
+
+    def __gt__(self, o):
+        if type(o) in _PLAIN or isinstance(o, Tensor):
+            return eager_apply(P.greater, (self, o), {})
+        return core.apply(P.greater, self, o)
+
+    def __lt__(self, o):
+        if type(o) in _PLAIN or isinstance(o, Tensor):
+            return eager_apply(P.less, (self, o), {})
+        return core.apply(P.less, self, o)
+
     def __iadd__(self, o):
         return self._inplace(P.add, o, '+')
 
@@ -331,18 +391,8 @@ def _to_array(data, dtype=None) -> np.ndarray:
 
 # ------------------------------------------------------------------ eager interpreter
 def eager_apply(prim, args, params):
-    vals, parents, rg = [], [], False
-    for a in args:
-        if isinstance(a, Tensor):
-            vals.append(a.data)
-            if a._requires_grad:
-                rg = True
-                parents.append(a.grad_fn or a)       # an edge: the producing TapeNode or the leaf
-            else:
-                parents.append(None)
-        else:
-            vals.append(a)
-            parents.append(None)
+    """Compute prim on the arrays now; record a TapeNode if some input requires grad."""
+    vals = [a.data if isinstance(a, Tensor) else a for a in args]
     try:
         out = prim.impl(*vals, **params)
     except MinigradError:
@@ -351,15 +401,24 @@ def eager_apply(prim, args, params):
         raise shape_error(prim, args, params, e) from None
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-    if rg and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
-        t = Tensor._make(out, TapeNode(prim, params, tuple(parents), tuple(vals),
-                                   out if prim.saves_out else None), True)
-    else:
-        t = Tensor._make(out)
+    t = _new(Tensor)
+    t.data, t.grad, t.name, t.grad_fn, t._requires_grad = out, None, None, None, False
+    if state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
+        # an edge per input: the producing TapeNode, the leaf Tensor, or None (no gradient needed)
+        parents = tuple([(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None
+                         for a in args])
+        for p in parents:
+            if p is not None:           # (not list.count(None): that would call Tensor.__eq__)
+                t.grad_fn = TapeNode(prim, params, parents, vals, out if prim.saves_out else None)
+                t._requires_grad = True
+                break
     if state.tapes:
         for tape in state.tapes:
             tape.entries.append(TapeEntry(prim.name, args, params, t))
     return t
+
+
+_new = object.__new__
 
 
 core.hooks.tensor_type = Tensor
@@ -368,7 +427,6 @@ core.hooks.eager_apply = eager_apply
 
 # ------------------------------------------------------------------ backward
 def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False):
-    from .autodiff import reverse_sweep, toposort
     retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
     if not root._requires_grad:
         raise BackwardError(f'backward(): {describe(root)} does not require grad and has no grad_fn, so there '
@@ -381,47 +439,74 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
                                 f'or reduce it first: t.sum().backward()')
         g = np.ones_like(root.data)
     else:
-        g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient, dtype=root.data.dtype)
+        # a copy: the learner's array must never become (and be changed in place as) some .grad
+        g = np.array(gradient.data if isinstance(gradient, Tensor) else gradient, dtype=root.data.dtype)
         if g.shape != root.data.shape:
             raise ShapeError(f'backward(): gradient has shape {g.shape} but {describe(root)} has shape '
                              f'{root.data.shape}; they must match')
     if create_graph:
-        g = Tensor._make(g) if not isinstance(gradient, Tensor) else gradient
+        g = gradient if isinstance(gradient, Tensor) and gradient.dtype == root.dtype else Tensor._make(g)
     if root.grad_fn is None:            # a leaf: d root / d root = 1
         _accumulate(root, g, create_graph)
         return
 
-    order, leaves = toposort(root.grad_fn, lambda n: n.parents, lambda p: type(p) is TapeNode)
+    order, leaves = _tape_order(root.grad_fn)
     ct = {id(root.grad_fn): g}
 
     def call_vjp(node, gs):
-        if node.saved is None:
+        if node.retained is not None:
+            t = node.retained()
+            if t is not None:
+                _accumulate(t, gs[0], create_graph, copy=True)
+        saved = node.saved
+        if saved is None:
             raise BackwardError(
                 f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), but its "
                 f'saved values were freed after the first backward() to save memory. Pass '
                 f'retain_graph=True to the first backward() if you need to call it again.')
+        parents = node.parents
         if create_graph:
-            inputs = tuple(_wrap(p, v) for p, v in zip(node.parents, node.saved))
+            inputs = tuple(_wrap(p, v) for p, v in zip(parents, saved))
             out = core.apply(node.prim, *inputs, **node.params) if node.prim.saves_out else None
         else:
-            inputs, out = node.saved, node.out
-        needs = tuple(p is not None for p in node.parents)
-        grads = node.prim.vjp(needs, gs[0], out, *inputs, **node.params)
+            inputs, out = saved, node.out
         if not retain_graph:
-            node.saved = node.out = None
-        return zip(node.parents, grads)
-
-    def on_cotangent(node, gs):
-        t = node.retained() if node.retained is not None else None
-        if t is not None:
-            _accumulate(t, gs[0], create_graph)
+            node.saved = node.out = None        # free the saved arrays as early as possible
+        grads = node.prim.vjp(tuple([p is not None for p in parents]), gs[0], out, *inputs, **node.params)
+        return zip(parents, grads)
 
     with (enable_grad() if create_graph else no_grad()):
-        reverse_sweep(order, ct, lambda n: (n,), call_vjp, on_cotangent)
+        reverse_sweep(order, ct, None, call_vjp)
+        given = set()       # two leaves must never share one gradient array
         for leaf in leaves:
             g = ct.get(id(leaf))
             if g is not None:
-                _accumulate(leaf, g, create_graph)
+                _accumulate(leaf, g, create_graph, copy=id(g) in given)
+                given.add(id(g))
+
+
+def _tape_order(root: TapeNode) -> tuple[list, list]:
+    """Nodes reachable from root, consumers first (by creation order: no recursion, no DFS
+    post-order needed), and the leaf Tensors reached, in first-seen order."""
+    seen, leaves, leaf_ids, stack = {id(root): root}, [], set(), [root]
+    while stack:
+        for p in stack.pop().parents:
+            if p is None:
+                continue
+            k = id(p)
+            if type(p) is TapeNode:
+                if k not in seen:
+                    seen[k] = p
+                    stack.append(p)
+            elif k not in leaf_ids:
+                leaf_ids.add(k)
+                leaves.append(p)
+    order = sorted(seen.values(), key=_seq_key, reverse=True)
+    return order, leaves
+
+
+def _seq_key(node):
+    return node.seq
 
 
 def _wrap(parent, value):
@@ -433,13 +518,13 @@ def _wrap(parent, value):
     return Tensor._make(value, parent, True)
 
 
-def _accumulate(t: Tensor, g, create_graph):
+def _accumulate(t: Tensor, g, create_graph, copy=False):
     if not isinstance(g, Tensor):
         g = np.asarray(g)
         if g.dtype != t.data.dtype:
             g = g.astype(t.data.dtype)
-        elif not g.flags.writeable:
-            g = g.copy()                # broadcast views are read-only; a .grad must not be
+        elif copy or not g.flags.writeable or g.base is not None:
+            g = g.copy()                # broadcast views are read-only, views share memory: a .grad must own its array
         g = Tensor._make(g)
     elif not create_graph:
         g = g.detach()

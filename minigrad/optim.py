@@ -1,0 +1,115 @@
+"""Optimizers: SGD (with momentum) and Adam, with PyTorch's update arithmetic.
+
+Each optimizer writes its update once, in ``_rule(p, g, state) -> (new_p, new_state)``, using
+only arithmetic operators. ``step()`` runs it on numpy arrays (``p.data``, ``p.grad.data``)
+under no_grad; ``Module.compile`` runs the very same rule on Symbols, so the update becomes
+graph ops and ``Variable.assign``s inside the compiled training step.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .tensor import no_grad
+
+
+class Optimizer:
+    """Base class: ``params`` (a list of Parameters), ``state[i]`` (a dict per parameter)."""
+    defaults: dict = {}
+
+    def __init__(self, params, lr):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f'{type(self).__name__}: got an empty parameter list (did you pass '
+                             f'model.parameters() of a model without layers?)')
+        if lr < 0:
+            raise ValueError(f'{type(self).__name__}: invalid learning rate {lr}')
+        self.lr = lr
+        self.state: list[dict] = [{} for _ in self.params]
+        self._index = {id(p): i for i, p in enumerate(self.params)}
+
+    def zero_grad(self):
+        """Forget the gradients (backward adds into .grad, so call this before each backward)."""
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        """Update every parameter that has a gradient, in place of its .data (records nothing)."""
+        with no_grad():
+            for i, p in enumerate(self.params):
+                if p.grad is not None:
+                    new_p, self.state[i] = self._rule(p.data, p.grad.data, self._get_state(i))
+                    p.data = np.asarray(new_p, dtype=p.dtype)   # a new array: saved tape values stay intact
+
+    def _get_state(self, i) -> dict:
+        if not self.state[i]:
+            self.state[i] = self._init_state(self.params[i].data)
+        return self.state[i]
+
+    def _init_state(self, p) -> dict:
+        return {}
+
+    def _rule(self, p, g, s):
+        raise NotImplementedError
+
+    def __repr__(self):
+        extra = ', '.join(f'{k}={getattr(self, k)}' for k in self.defaults)
+        return f'{type(self).__name__}({len(self.params)} parameters, lr={self.lr}{", " + extra if extra else ""})'
+
+
+class SGD(Optimizer):
+    """p -= lr * buf, buf = momentum * buf + g (buf = g without momentum), as torch.optim.SGD.
+
+    >>> import minigrad as mg
+    >>> w = mg.nn.Parameter([1.0]); (w * 3).sum().backward()
+    >>> mg.optim.SGD([w], lr=0.1).step(); round(w.item(), 4)
+    0.7
+    """
+    defaults = {'momentum': 0.0}
+
+    def __init__(self, params, lr=0.01, momentum=0.0):
+        super().__init__(params, lr)
+        self.momentum = momentum
+
+    def _init_state(self, p):
+        return {'momentum_buffer': np.zeros_like(p)} if self.momentum else {}
+
+    def _rule(self, p, g, s):
+        if not self.momentum:
+            return p - self.lr * g, {}
+        buf = self.momentum * s['momentum_buffer'] + g     # a zero buffer makes step 1 buf = g, as in torch
+        return p - self.lr * buf, {'momentum_buffer': buf}
+
+
+class Adam(Optimizer):
+    """Adam with bias correction, arithmetic as torch.optim.Adam:
+    m += (1-b1)(g-m); v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)."""
+    defaults = {'betas': (0.9, 0.999), 'eps': 1e-8}
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, lr)
+        self.betas, self.eps = tuple(betas), eps
+
+    def _init_state(self, p):
+        return {'step': 0, 'exp_avg': np.zeros_like(p), 'exp_avg_sq': np.zeros_like(p)}
+
+    def _rule(self, p, g, s):
+        b1, b2 = self.betas
+        t = s['step'] + 1                       # a Python int eagerly, a Symbol in a compiled step
+        m = s['exp_avg'] + (1 - b1) * (g - s['exp_avg'])
+        v = b2 * s['exp_avg_sq'] + (1 - b2) * (g * g)
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        new_p = p - (self.lr / bc1) * (m / (v ** 0.5 / bc2 ** 0.5 + self.eps))
+        return new_p, {'step': t, 'exp_avg': m, 'exp_avg_sq': v}
+
+
+OPTIMIZERS = {'sgd': SGD, 'adam': Adam}
+
+
+def get(optimizer, params) -> Optimizer:
+    """An Optimizer from a name ('sgd' (lr=0.01), 'adam' (lr=1e-3)) or an Optimizer instance."""
+    if isinstance(optimizer, Optimizer):
+        return optimizer
+    if isinstance(optimizer, str) and optimizer.lower() in OPTIMIZERS:
+        return OPTIMIZERS[optimizer.lower()](params)
+    raise ValueError(f'unknown optimizer {optimizer!r}; valid names: {", ".join(OPTIMIZERS)} '
+                     f'(or pass an optimizer, e.g. mg.optim.SGD(model.parameters(), lr=0.1))')

@@ -1,0 +1,524 @@
+"""Drawing: every graph in the course (tape, Tensor, Graph, traced function, Program) in one visual language.
+
+Each object is first turned into a small `Drawing` (data vertices, op vertices,
+edges, clusters), which `to_digraph` styles into a ``graphviz.Digraph``:
+
+* data: rounded boxes with name, dtype/shape, value preview and (red) grad.
+  Colour tells the role: leaf (blue), parameter/variable (gold), placeholder
+  (cyan, house shape), constant (grey), output (green, double border).
+* ops: ellipses; backward (gradient) ops are pink with red dashed edges.
+* fused groups and sub-graphs (cond/while bodies) are dashed clusters.
+* every vertex has the SVG id ``mg-<key>``; highlighted ones get class ``mg-highlight``.
+"""
+from __future__ import annotations
+
+import html
+import re
+import shutil
+
+import numpy as np
+
+from ..core import PRIMITIVES
+from ..errors import MinigradError
+
+ROLE_STYLE = {   # role -> graphviz attributes of a data vertex
+    'value': dict(fillcolor='white'),
+    'leaf': dict(fillcolor='#cfe8ff'),
+    'param': dict(fillcolor='#ffe89a', penwidth='1.6'),
+    'placeholder': dict(fillcolor='#d6f5ef', shape='invhouse', style='filled'),
+    'constant': dict(fillcolor='#eeeeee', color='#888888', fontcolor='#555555'),
+    'output': dict(fillcolor='#d4f7d4', peripheries='2'),
+    'grad': dict(fillcolor='#fff0f0', color='#c03030'),
+}
+BUFFER_COLORS = ['#8dd3c7', '#ffffb3', '#bebada', '#fb8072', '#80b1d3', '#fdb462', '#b3de69',
+                 '#fccde5', '#d9d9d9', '#bc80bd', '#ccebc5', '#ffed6f']
+HL = '#ff8c00'
+BWD = '#c03030'
+
+
+class Drawing:
+    """What to draw, before styling: vertices (in topological order), edges and clusters."""
+
+    def __init__(self):
+        self.vertices: dict[str, dict] = {}
+        self.edges: list[tuple[str, str, str, str | None]] = []   # (src, dst, 'fwd'|'bwd'|'flow'|'note', label)
+        self.clusters: dict[str, dict] = {}                       # id -> {label, style}
+        self._keys: dict[int, str] = {}
+        self._keep: list = []                                    # objects whose id() we used as a key
+
+    def key(self, obj, prefix='v') -> str:
+        k = self._keys.get(id(obj))
+        if k is None:
+            k = self._keys[id(obj)] = f'{prefix}{len(self._keys)}'
+            self._keep.append(obj)
+        return k
+
+    def data(self, key, name, shape=None, dtype=None, value=None, grad=None, role='value', cluster=None):
+        self.vertices[key] = dict(kind='data', name=name, shape=shape, dtype=dtype, value=value, grad=grad,
+                                  role=role, cluster=cluster)
+        return key
+
+    def op(self, key, op, backward=False, cluster=None, detail='', ghost=False):
+        self.vertices[key] = dict(kind='op', op=op, backward=backward, cluster=cluster, detail=detail, ghost=ghost)
+        return key
+
+    def edge(self, a, b, style='fwd', label=None):
+        self.edges.append((a, b, style, label))
+
+
+# ------------------------------------------------------------------ labels
+def esc(s) -> str:
+    """Text for an HTML-like label: markup escaped, newlines shown as \\n; graphviz still expands \\N,
+    \\G, ... there, so backslashes are doubled (it turns \\\\ back into one)."""
+    s = str(s).replace('\\', '\\\\').replace('\n', '\\\\n').replace('\r', '\\\\r').replace('\t', '\\\\t')
+    s = ''.join(c if c.isprintable() else '?' for c in s)
+    return html.escape(s, quote=True)
+
+
+def preview(v, width=28) -> str:
+    """A short one-line preview of an array's values."""
+    if v is None:
+        return ''
+    if hasattr(v, 'data') and isinstance(getattr(v, 'data'), np.ndarray):
+        v = v.data
+    a = np.asarray(v)
+    if a.dtype == object:
+        return '?'
+    if a.size == 1:
+        x = a.reshape(()).item()
+        return f'{x:.4g}' if isinstance(x, float) else str(x)
+    s = np.array2string(a, precision=3, separator=' ', threshold=6, edgeitems=2, max_line_width=10 ** 6)
+    s = re.sub(r'\s+', ' ', s)
+    if len(s) > width:
+        if a.dtype.kind in 'fiu' and a.size:
+            s = f'mean {a.mean():.3g}, max {a.max():.3g}'
+        else:
+            s = s[:width - 3] + '...'
+    return s
+
+
+def _shape_str(shape, dtype) -> str:
+    if shape is None:
+        sh = '?'
+    else:
+        sh = '(' + ', '.join('?' if d is None else str(d) for d in shape) + (',)' if len(shape) == 1 else ')')
+    short = {'float32': 'f32', 'float64': 'f64', 'int64': 'i64', 'int32': 'i32', 'bool': 'bool'}
+    return f'{short.get(str(dtype), str(dtype)) if dtype is not None else ""} {sh}'.strip()
+
+
+def _data_label(v, value, grad, buf):
+    rows = [f'<b>{esc(v["name"])}</b>', f'<font point-size="9">{esc(_shape_str(v["shape"], v["dtype"]))}</font>']
+    if value is not None:
+        rows.append(f'<font face="Courier" point-size="10">{esc(preview(value))}</font>')
+    if grad is not None:
+        rows.append(f'<font face="Courier" point-size="10" color="{BWD}">grad {esc(preview(grad))}</font>')
+    if buf is not None:
+        rows.append(f'<font point-size="9">buffer {esc(buf)}</font>')
+    return '<' + '<br/>'.join(rows) + '>'
+
+
+# ------------------------------------------------------------------ Drawing -> graphviz
+def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150,
+               extra_edges=(), title=None, rankdir='TB'):
+    """Style a Drawing. ``values``/``grads``/``buffers`` map vertex keys to overrides (steppers use them);
+    ``highlight`` is a set of vertex keys and (src, dst) edge pairs; ``extra_edges`` are more edges."""
+    try:
+        import graphviz
+    except ImportError:
+        raise MinigradError('drawing graphs needs the graphviz Python package: pip install graphviz') from None
+    hl = set(highlight or ())
+    dot = graphviz.Digraph(graph_attr=dict(rankdir=rankdir, fontname='Helvetica', fontsize='11', nodesep='0.25',
+                                           ranksep='0.35', labelloc='t'),
+                           node_attr=dict(fontname='Helvetica', fontsize='11', margin='0.08,0.04', height='0.3'),
+                           edge_attr=dict(color='#555555', arrowsize='0.7', fontname='Helvetica', fontsize='9'))
+    if title:
+        dot.attr(label=f'<{esc(title)}>')
+    keys = list(d.vertices)
+    hidden = set()
+    if max_nodes is not None and len(keys) > max_nodes:
+        # keep the end of the graph (the outputs), plus anything highlighted
+        hidden = set(keys[:len(keys) - max_nodes]) - hl
+    shown = [k for k in keys if k not in hidden]
+    clusters, colors = {}, {}
+    for k in shown:
+        v = d.vertices[k]
+        attrs = dict(id=f'mg-{k}')
+        if v['kind'] == 'op':
+            attrs.update(shape='ellipse', style='filled', label=f'<<b>{esc(v["op"])}</b>'
+                         + (f'<br/><font point-size="9">{esc(v["detail"])}</font>' if v['detail'] else '') + '>')
+            attrs.update(dict(fillcolor='#ffd9d9', color=BWD, fontcolor='#800000') if v['backward']
+                         else dict(fillcolor='#e6e6ff', color='#5555aa'))
+            if v.get('ghost'):
+                attrs.update(style='dashed', color='#999999', fontcolor='#999999', fillcolor='white')
+        else:
+            role = v['role']
+            attrs.update(shape='box', style='rounded,filled')
+            attrs.update(ROLE_STYLE.get(role, {}))
+            value = v['value'] if values is None else values.get(k, v['value'] if role in ('constant',) else None)
+            grad = v['grad'] if grads is None else grads.get(k)
+            buf = None if buffers is None else buffers.get(k)
+            if buf is not None:
+                colors.setdefault(buf, BUFFER_COLORS[len(colors) % len(BUFFER_COLORS)])
+                attrs.update(fillcolor=colors[buf])
+            attrs['label'] = _data_label(v, value, grad, buf)
+        if k in hl:
+            attrs.update({'color': HL, 'penwidth': '3', 'class': 'mg-highlight'})
+        target = dot
+        c = v.get('cluster')
+        if c is not None:
+            if c not in clusters:
+                clusters[c] = graphviz.Digraph(name=f'cluster_{c}')
+                info = d.clusters.get(c, {})
+                clusters[c].attr(label=f'<<i>{esc(info.get("label", c))}</i>>', style='dashed,rounded',
+                                 color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'))
+                if c in hl:
+                    clusters[c].attr(color=HL, penwidth='2.5', id=f'mg-{c}', **{'class': 'mg-highlight-cluster'})
+            target = clusters[c]
+        target.node(k, **attrs)
+    for c, sub in clusters.items():
+        parent = d.clusters.get(c, {}).get('parent')
+        (clusters.get(parent, dot) if parent in clusters else dot).subgraph(sub)
+    if hidden:
+        note = f'... {len(hidden)} more nodes not shown (earlier in the graph; pass max_nodes= to see more)'
+        dot.node('mg_more', label=f'<{esc(note)}>', shape='note', style='filled', fillcolor='#f5f5f5', id='mg-more')
+    noted = set()
+    for n, (a, b, style, label) in enumerate(list(d.edges) + list(extra_edges)):
+        if b in hidden:
+            continue
+        if a in hidden:
+            if b not in noted:
+                noted.add(b)
+                dot.edge('mg_more', b, style='dotted', color='#999999')
+            continue
+        attrs = dict(id=f'mg-e{n}')
+        if style == 'bwd':
+            attrs.update(color=BWD, style='dashed')
+        elif style == 'flow':
+            attrs.update(color=BWD, style='dashed', constraint='false', fontcolor=BWD)
+        elif style == 'note':
+            attrs.update(style='dotted', color='#999999', arrowhead='none')
+        if label:
+            attrs['label'] = f'<{esc(label)}>'
+        if (a, b) in hl:
+            attrs.update({'color': HL, 'penwidth': '2.5', 'class': 'mg-highlight-edge', 'fontcolor': HL})
+        dot.edge(a, b, **attrs)
+    return dot
+
+
+# ------------------------------------------------------------------ rendering
+_INSTALL = ('rendering a graph needs Graphviz. Install either the pygraphviz wheel, which bundles the '
+            'Graphviz libraries:  pip install "pygraphviz>=2.0.4"  or the `dot` program: '
+            'apt-get install graphviz / brew install graphviz / conda install graphviz')
+
+
+def render_svg(dot) -> str:
+    """SVG text for a graphviz.Digraph (or dot source): the `dot` program if on PATH, else pygraphviz."""
+    src = dot if isinstance(dot, str) else dot.source
+    if shutil.which('dot'):
+        import graphviz
+        svg = graphviz.Source(src).pipe(format='svg', encoding='utf-8')
+    else:
+        try:
+            import pygraphviz
+        except ImportError:
+            raise MinigradError(_INSTALL) from None
+        svg = pygraphviz.AGraph(string=src).draw(format='svg', prog='dot').decode('utf-8')
+    svg = svg[svg.find('<svg'):]            # drop the XML prolog/doctype: embeddable in HTML
+    # graphviz writes '-' in ids as '&#45;'; keep ids/classes plain so CSS and tests can find them
+    return re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
+
+
+def mimebundle(obj) -> dict:
+    """What Graph, Symbol, Tape, Program and traced functions show in Jupyter: SVG plus text."""
+    text = repr(obj)
+    try:
+        return {'image/svg+xml': render_svg(draw(obj)), 'text/plain': text}
+    except Exception as e:          # never break display: fall back to text and say why
+        return {'text/plain': f'{text}\n(drawing unavailable: {e})'}
+
+
+# ------------------------------------------------------------------ builders
+def _tensor_role(t, is_output=False):
+    if is_output:
+        return 'output'
+    if type(t).__name__ == 'Parameter':
+        return 'param'
+    return 'leaf' if getattr(t, 'requires_grad', False) else 'constant'
+
+
+class Step:
+    """One computed op, for drawing and stepping: its vertex, inputs/outputs (keys) and values."""
+    __slots__ = ('key', 'prim', 'params', 'ins', 'needs', 'in_vals', 'outs', 'out_vals', 'backward', 'src')
+
+    def __init__(self, key, prim, params, ins, needs, in_vals, outs, out_vals, backward=False, src=None):
+        self.key, self.prim, self.params, self.ins, self.needs = key, prim, params, ins, needs
+        self.in_vals, self.outs, self.out_vals, self.backward, self.src = in_vals, outs, out_vals, backward, src
+
+
+def _const_vertex(d, owner_key, i, value):
+    return d.data(f'{owner_key}c{i}', preview(value, 12) or 'const', np.shape(value),
+                  np.asarray(value).dtype, value, role='constant')
+
+
+def from_tensor(root, need_values=False):
+    """Drawing + steps of the graph that produced `root` (walks grad_fn TapeNodes)."""
+    from ..tensor import TapeNode
+    from ..autodiff import toposort
+    d = Drawing()
+    if root.grad_fn is None:
+        d.data(d.key(root, 't'), root.name or 'tensor', root.shape, root.dtype, root.data, root.grad,
+               _tensor_role(root))
+        return d, []
+    order, _ = toposort(root.grad_fn, lambda n: n.parents, lambda p: type(p) is TapeNode)
+    order = order[::-1]             # producers first
+    vals = {id(root.grad_fn): root.data}
+    for node in order:
+        if node.saved is not None:
+            for p, v in zip(node.parents, node.saved):
+                if type(p) is TapeNode:
+                    vals.setdefault(id(p), v)
+    if need_values and any(n.saved is None for n in order):
+        raise MinigradError('this graph was freed by backward(), so its intermediate values are gone. Call '
+                            'backward(retain_graph=True), or record the ops with `with mg.Tape() as tape:` '
+                            'and step through the tape instead.')
+    steps = []
+    for i, node in enumerate(order):
+        ok = d.key(node, 'o')
+        ins, needs, in_vals = [], [], []
+        for j, p in enumerate(node.parents):
+            v = node.saved[j] if node.saved is not None else None
+            if p is None:
+                k = _const_vertex(d, ok, j, v) if v is not None else None
+            elif type(p) is TapeNode:
+                k = d.key(p, 'o') + 'v'
+            else:
+                k = d.key(p, 't')
+                if k not in d.vertices:
+                    d.data(k, p.name or k, p.shape, p.dtype, p.data, p.grad, _tensor_role(p))
+            ins.append(k), needs.append(p is not None), in_vals.append(v)
+            if k is not None:
+                d.edge(k, ok)
+        d.op(ok, node.prim.name)
+        out = root if node is root.grad_fn else None
+        kept = node.retained() if node.retained is not None else None
+        ov = vals.get(id(node))
+        t = out if out is not None else kept
+        d.data(ok + 'v', (t.name if t is not None and t.name else f'{node.prim.name}{i}'),
+               np.shape(ov) if ov is not None else None, None if ov is None else np.asarray(ov).dtype,
+               ov, t.grad if t is not None else None, 'output' if out is not None else 'value')
+        d.edge(ok, ok + 'v')
+        steps.append(Step(ok, node.prim, node.params, ins, needs, in_vals, [ok + 'v'], [ov]))
+    return d, steps
+
+
+def from_tape(tape, root=None):
+    """Drawing + steps of a Tape's entries (each op, in the order it ran)."""
+    d = Drawing()
+    T = _tensor_type()
+    produced = {id(e.output) for e in tape.entries}
+    last = root if root is not None else (tape.entries[-1].output if tape.entries else None)
+    steps = []
+    for i, e in enumerate(tape.entries):
+        ok = d.key(e, 'o')
+        ins, needs, in_vals = [], [], []
+        for j, x in enumerate(e.inputs):
+            if isinstance(x, T):
+                k = d.key(x, 't')
+                if k not in d.vertices and id(x) not in produced:
+                    d.data(k, x.name or f'in{len(d.vertices)}', x.shape, x.dtype, x.data, x.grad,
+                           _tensor_role(x))
+                ins.append(k), needs.append(x.requires_grad and x.dtype.kind == 'f'), in_vals.append(x.data)
+            else:
+                k = _const_vertex(d, ok, j, x)
+                ins.append(k), needs.append(False), in_vals.append(x)
+            d.edge(k, ok)
+        d.op(ok, e.op)
+        y = e.output
+        yk = d.key(y, 't')
+        d.data(yk, y.name or f'{e.op}{i}', y.shape, y.dtype, y.data, y.grad, 'output' if y is last else 'value')
+        d.edge(ok, yk)
+        steps.append(Step(ok, PRIMITIVES[e.op], e.params, ins, needs, in_vals, [yk], [y.data]))
+    return d, steps
+
+
+def _tensor_type():
+    from ..tensor import Tensor
+    return Tensor
+
+
+def _sub_graphs(node):
+    """(param name, Graph) pairs of a node: fused groups, cond branches, while bodies."""
+    from ..graph import Graph
+    out = []
+    for k, v in node.params.items():
+        if isinstance(v, Graph):
+            out.append((k, v))
+        elif isinstance(v, (list, tuple)):
+            out += [(f'{k}[{i}]', g) for i, g in enumerate(v) if isinstance(g, Graph)]
+    return out
+
+
+def is_fused(node) -> bool:
+    subs = _sub_graphs(node)
+    return bool(subs) and node.op not in ('cond', 'while_loop', 'while') and (
+        'fused' in node.op or any('fus' in k or k in ('graph', 'body', 'subgraph') for k, _ in subs))
+
+
+def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=None, env=None):
+    """Drawing + steps of a static Graph (only what `fetch` needs, if given).
+
+    Nodes created by mg.gradients are drawn as backward ops (graph._grad_nodes holds their ids)."""
+    from ..interpreter import needed_nodes
+    from ..graph import Symbol
+    top = d is None
+    d = d or Drawing()
+    env = {} if env is None else env                  # id(Symbol) -> vertex key (sub-graphs map inputs)
+    values = values or {}
+    grad_nodes = getattr(graph, '_grad_nodes', set()) if grad_nodes is None else grad_nodes
+    fetch = [fetch] if isinstance(fetch, Symbol) else (list(fetch) if fetch is not None else None)
+    nodes = needed_nodes(graph, fetch) if fetch else graph.nodes
+    used = {id(i) for n in nodes for i in n.inputs}
+    outs = {id(s) for s in (fetch or graph.outputs)}
+    steps = []
+    for n in nodes:
+        bwd = id(n) in grad_nodes
+        ok = d.key(n, 'n')
+        src = n.op in ('placeholder', 'constant', 'variable')
+        if src and n.outputs and id(n.outputs[0]) in env:
+            continue                                   # a sub-graph input drawn as the outer value
+        subs = _sub_graphs(n)
+        if subs and is_fused(n) and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
+            sub = subs[0][1]                           # a fused group: draw its inside in a cluster
+            c = f'{ok}'
+            kind = n.params.get('kind')
+            d.clusters[c] = dict(label=f'{n.op} kernel' + (f' ({kind})' if isinstance(kind, str) else ''),
+                                 parent=cluster)
+            inner = {id(s): env.get(id(i), d.key(i, 's')) for s, i in zip(sub.inputs, n.inputs)}
+            from_graph(sub, None, values, set(), d, c, env=inner)
+            for o, so in zip(n.outputs, sub.outputs):
+                env[id(o)] = inner.get(id(so)) or d.key(so, 's')
+                d.vertices[env[id(o)]]['role'] = 'output' if id(o) in outs else 'grad' if bwd else 'value'
+            steps.append(Step(ok, n.prim, n.params, [env.get(id(i), d.key(i, 's')) for i in n.inputs],
+                              [i.dtype.kind == 'f' for i in n.inputs], None,
+                              [env[id(o)] for o in n.outputs], None, bwd, n))
+            continue
+        if not src:
+            detail = ', '.join(f'{k}={v}' for k, v in n.params.items()
+                               if k in ('axis', 'shape', 'axes') and v is not None)
+            d.op(ok, n.op, backward=bwd, cluster=cluster, detail=detail)
+            for i in n.inputs:
+                k = env.get(id(i)) or d.key(i, 's')
+                d.edge(k, ok, 'bwd' if bwd else 'fwd')
+            for name, sub in subs:
+                c = f'{ok}_{re.sub(r"[^A-Za-z0-9_]", "_", name)}'
+                d.clusters[c] = dict(label=f'{n.op}: {name}', parent=cluster)
+                before = len(d.vertices)
+                from_graph(sub, None, values, None, d, c, env={id(i): d._keys[id(o)] for o, i in sub.captures
+                                                               if id(o) in d._keys})
+                if len(d.vertices) > before:
+                    d.edge(ok, list(d.vertices)[before], 'note')
+        for o in n.outputs:
+            k = env.get(id(o)) or d.key(o, 's')
+            if n.op == 'placeholder':
+                role, val = 'placeholder', None
+            elif n.op == 'constant':
+                role, val = 'constant', n.params.get('value')
+            elif n.op == 'variable':
+                role, val = 'param', n.params.get('initial_value')
+            else:
+                role, val = ('output' if top and (id(o) in outs or id(o) not in used and not graph.outputs)
+                             else 'grad' if bwd else 'value'), None
+            d.data(k, o.name, o.shape, o.dtype, values.get(id(o), val), None, role, cluster)
+            if not src:
+                d.edge(ok, k, 'bwd' if bwd else 'fwd')
+        if not src:
+            steps.append(Step(ok, n.prim, n.params, [env.get(id(i)) or d.key(i, 's') for i in n.inputs],
+                              [i.dtype.kind == 'f' for i in n.inputs], None,
+                              [env.get(id(o)) or d.key(o, 's') for o in n.outputs], None, bwd, n))
+    return d, steps
+
+
+# ------------------------------------------------------------------ mg.draw
+def _as_graph(obj):
+    """(graph, fetch) for a Graph, Symbol, traced function or Program; None otherwise."""
+    from ..graph import Graph, Symbol
+    if isinstance(obj, Graph):
+        return obj, None
+    if isinstance(obj, Symbol):
+        return obj.graph, [obj]
+    g = getattr(obj, 'graph', None)
+    if isinstance(g, Graph):          # traced function or Program: draw what its outputs need
+        outs = [o for o in (getattr(obj, 'outputs', None) or []) if isinstance(o, Symbol) and o.graph is g]
+        return g, outs or None
+    return None
+
+
+def buffer_map(program, graph=None) -> dict:
+    """id(Symbol) -> buffer for a Program's memory plan (accepts a few shapes of the assignment)."""
+    graph = graph or program.graph
+    mem = getattr(program, 'memory', None)
+    assign = None
+    for attr in ('assignment', 'buffer_of', 'buffers', 'slots'):
+        a = getattr(mem, attr, None) if mem is not None else None
+        if a is None and isinstance(mem, dict):
+            a = mem.get(attr)
+        if isinstance(a, dict):
+            assign = a
+            break
+    if not assign:
+        return {}
+    out = {}
+
+    def walk(g):
+        for n in g.nodes:
+            for o in n.outputs:
+                for k in (o, id(o), o.name):
+                    try:
+                        if k in assign:
+                            out[id(o)] = assign[k]
+                            break
+                    except TypeError:
+                        pass
+            for _, sub in _sub_graphs(n):       # values inside fused kernels have buffers too
+                walk(sub)
+    walk(graph)
+    return out
+
+
+def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=None, rankdir='TB'):
+    """Draw a Tensor's graph, a Tape, a Graph/Symbol, a traced function or a Program (a graphviz.Digraph).
+
+    ``highlight``: Tensors/Symbols/Nodes (or vertex keys) to emphasise; ``max_nodes``: summarise bigger
+    graphs; ``color_by='buffer'`` colours a Program's values by memory buffer; ``values``: {Symbol: array}.
+
+    >>> import minigrad as mg
+    >>> a = mg.tensor(2.0, requires_grad=True, name='a'); y = a * a
+    >>> mg.draw(y).source.count('->')
+    3
+    """
+    from ..tensor import Tensor, Tape
+    buffers = None
+    vals = {id(k): v for k, v in (values or {}).items()}
+    if isinstance(obj, Tensor):
+        d, _ = from_tensor(obj)
+    elif isinstance(obj, Tape):
+        d, _ = from_tape(obj)
+    else:
+        gf = _as_graph(obj)
+        if gf is None:
+            raise TypeError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
+                            f'traced function or Program')
+        d, _ = from_graph(gf[0], gf[1], vals)
+        if color_by == 'buffer':
+            bm = buffer_map(obj, gf[0]) if hasattr(obj, 'memory') else {}
+            buffers = {d._keys[i]: b for i, b in bm.items() if i in d._keys}
+    if color_by not in (None, 'buffer'):
+        raise ValueError(f"mg.draw: color_by must be None or 'buffer', got {color_by!r}")
+    hl = set()
+    for h in highlight or ():
+        if isinstance(h, str) or isinstance(h, tuple):
+            hl.add(h)
+        else:
+            k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
+            hl.update(x for x in (k, f'{k}v') if x in d.vertices)
+    return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir)

@@ -1,0 +1,334 @@
+"""Graph compiler: every pass keeps the meaning (reference interpreter before == after),
+structure of the known examples, memory plan, generated code, Session integration."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import minigrad as mg
+from minigrad import interpreter
+from minigrad.compiler import DEFAULT_PASSES, PASSES, register_pass, rebuild
+
+# ------------------------------------------------------------------ random programs
+UNARY = [lambda a: a * 2.0 + 1.0, lambda a: -(-a), lambda a: mg.tanh(a), lambda a: mg.relu(a),
+         lambda a: a * 1.0 + 0.0, lambda a: mg.exp(-a * a), lambda a: a.sum(axis=0, keepdims=True) + a,
+         lambda a: a.max(axis=-1, keepdims=True) * a, lambda a: a.T.T, lambda a: a.reshape(-1).reshape(a.shape),
+         lambda a: mg.sigmoid(a) * 0.0 + a]
+BINARY = [lambda a, b: a * b + a, lambda a, b: a - b, lambda a, b: a / (b * b + 1.0),
+          lambda a, b: mg.maximum(a, b), lambda a, b: mg.where(a > b, a, b * 0.5),
+          lambda a, b: a @ b.T @ a, lambda a, b: a[:1] * b, lambda a, b: mg.softmax(a, axis=-1) * b]
+SHAPES = [(1, 1), (2, 3), (4, 1), (3, 4)]
+
+
+def _build(steps, shape, with_grads=True):
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float64, shape, name='x')
+        y = mg.placeholder(mg.float64, shape, name='y')
+        vals = [x, y]
+        for k, i, j in steps:
+            a, b = vals[i % len(vals)], vals[j % len(vals)]
+            vals.append(UNARY[k % len(UNARY)](a) if k < len(UNARY) else BINARY[k % len(BINARY)](a, b))
+        out = (vals[-1] * vals[-1]).sum() + vals[-1].sum()
+        outs = [out, vals[-1]] + (mg.gradients(out, [x, y]) if with_grads else [])
+    return g, [x, y], outs
+
+
+def _arrays(shape, seed):
+    r = np.random.default_rng(seed)
+    return [r.normal(size=shape), r.normal(size=shape)]
+
+
+def _run(graph, arrays):
+    """The reference interpreter on a function graph (inputs/outputs)."""
+    return interpreter.evaluate(graph, graph.outputs, {id(s): a for s, a in zip(graph.inputs, arrays)})
+
+
+def _close(got, want):
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-9, atol=1e-12)
+
+
+steps_st = st.lists(st.tuples(st.integers(0, len(UNARY) + len(BINARY) - 1), st.integers(0, 9), st.integers(0, 9)),
+                    min_size=1, max_size=5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps_st, shape=st.sampled_from(SHAPES), seed=st.integers(0, 2 ** 16))
+def test_every_pass_keeps_the_meaning(steps, shape, seed):
+    g, ins, outs = _build(steps, shape)
+    arrays = _arrays(shape, seed)
+    want = interpreter.evaluate(g, outs, {id(s): a for s, a in zip(ins, arrays)})
+    prog = mg.compile(outs, ins)
+    assert [n for n, _ in prog.history] == ['input'] + DEFAULT_PASSES
+    for name, snap in prog.history:                     # after each pass of the pipeline
+        _close(_run(snap, arrays), want)
+    g0 = prog.history[0][1]
+    for name in DEFAULT_PASSES:                         # and each pass alone
+        _close(_run(PASSES[name](g0).verify(), arrays), want)
+    _close(prog(*arrays), want)
+    _close(prog(*arrays), want)                         # buffers reused across calls
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps_st, seed=st.integers(0, 2 ** 16))
+def test_unknown_shapes_and_float32(steps, seed):
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, name='x')
+        y = mg.placeholder(mg.float32, name='y')
+        vals = [x, y]
+        for k, i, j in steps:
+            a, b = vals[i % len(vals)], vals[j % len(vals)]
+            if k < len(UNARY) and k not in (6, 7, 8, 9):     # rank-agnostic ops only
+                vals.append(UNARY[k](a))
+            elif k >= len(UNARY) and k - len(UNARY) in (0, 1, 2, 3, 4):
+                vals.append(BINARY[k - len(UNARY)](a, b))
+        out = vals[-1]
+    prog = mg.compile(out, [x, y])
+    for shape in [(3,), (2, 2), ()]:
+        arrays = [a.astype(np.float32) for a in _arrays(shape, seed)]
+        want = interpreter.evaluate(g, [out], {id(x): arrays[0], id(y): arrays[1]})[0]
+        np.testing.assert_allclose(prog(*arrays), want, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps_st, shape=st.sampled_from(SHAPES), seed=st.integers(0, 2 ** 16))
+def test_pipeline_is_idempotent(steps, shape, seed):
+    g, ins, outs = _build(steps, shape)
+    prog = mg.compile(outs, ins)
+    again = prog.graph
+    for name in DEFAULT_PASSES:
+        again = PASSES[name](again)
+    assert str(again) == str(prog.graph)
+
+
+def test_cond_and_while_bodies_are_optimised():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float64, (3,), name='x')
+        w = mg.placeholder(mg.float64, (3,), name='w')
+        c = mg.cond((x * w).sum() > 0, lambda: x * w + x * 1.0, lambda: -(-x) * w)
+        i, v = mg.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * w + 0.0), [mg.constant(0), c])
+        loss = (v * v).sum()
+        grads = mg.gradients(loss, [x, w])
+    for xs in ([1.0, 2.0, 3.0], [-1.0, -2.0, 0.5]):
+        arrays = [np.array(xs), np.array([0.5, -1.5, 2.0])]
+        want = interpreter.evaluate(g, [loss] + grads, {id(x): arrays[0], id(w): arrays[1]})
+        prog = mg.compile([loss] + grads, [x, w])
+        for name, snap in prog.history:
+            _close(_run(snap, arrays), want)
+        _close(prog(*arrays), want)
+    conds = [n for n in prog.graph.nodes if n.op == 'cond']
+    assert conds and all(n.op != 'mul' or True for n in conds[0].params['true_graph'].nodes)
+    ops = [n.op for n in conds[0].params['true_graph'].nodes]
+    assert 'fma' in ops or 'fused' in ops          # x*w + x*1.0 -> x*w + x -> fma inside the branch
+
+
+# ------------------------------------------------------------------ the course's example
+def _wxb(shape=None):
+    g = mg.Graph()
+    with g.as_default():
+        w = mg.placeholder(mg.float32, shape, name='w')
+        x = mg.placeholder(mg.float32, shape, name='x')
+        b = mg.placeholder(mg.float32, shape, name='b')
+        p = w * x
+        y = p + b
+    return g, [w, x, b], y
+
+
+GOLDEN = '''\
+def build(np, B, K, conv):
+    ndarray = np.ndarray
+    np_multiply = np.multiply
+    np_add = np.add
+    np_empty = np.empty
+    dt_float32 = np.dtype('float32')
+    b0 = B[0]
+    def run(v0, v1, v2, S):
+        nonlocal b0
+        if v0.__class__ is not ndarray or v0.dtype != dt_float32 or v0.shape != (3,): v0 = conv(0, v0)  # w
+        if v1.__class__ is not ndarray or v1.dtype != dt_float32 or v1.shape != (3,): v1 = conv(1, v1)  # x
+        if v2.__class__ is not ndarray or v2.dtype != dt_float32 or v2.shape != (3,): v2 = conv(2, v2)  # b
+        np_multiply(v0, v1, b0)  # add:mul = mul
+        np_add(b0, v2, b0)  # add = add
+        r_0 = b0; b0 = np_empty((3,), dt_float32)
+        return r_0
+    return run
+'''
+
+
+@pytest.mark.parametrize('shape', [None, (3,)])
+def test_wxb_example(shape):
+    g, ins, y = _wxb(shape)
+    prog = mg.compile(y, ins)
+    assert [n.op for n in prog.graph.nodes] == ['placeholder'] * 3 + ['fma']
+    m = prog.memory
+    assert (m.naive_num_buffers, m.num_buffers) == (5, 4)
+    assert m.assignment['add:mul'] == m.assignment['add']          # y written into p's buffer
+    assert prog.stats['fused_kernels'] == 1 and prog.stats['nodes_before'] == 5
+    if shape:
+        assert (m.naive_peak_bytes, m.peak_bytes) == (60, 48)
+        assert prog.source == GOLDEN
+    w, x, b = (np.arange(3, dtype=np.float32) + k for k in range(3))
+    np.testing.assert_allclose(prog(w, x, b), w * x + b)
+
+
+def test_outputs_never_alias_inputs_or_each_other():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (2,), name='x')
+        y = x * 2.0
+        outs = [x, y, y, x.reshape(1, 2), mg.stop_gradient(x)]
+    prog = mg.compile(outs, [x])
+    a = np.array([1.0, 2.0], np.float32)
+    r1 = prog(a)
+    ids = {id(r) for r in r1} | {id(a)}
+    assert len(ids) == len(r1) + 1
+    assert not any(np.shares_memory(r, a) for r in r1)
+    assert not np.shares_memory(r1[1], r1[2])
+    r2 = prog(np.array([5.0, 6.0], np.float32))
+    np.testing.assert_allclose(r1[1], [2.0, 4.0])                  # first results untouched
+    np.testing.assert_allclose(r2[1], [10.0, 12.0])
+    np.testing.assert_allclose(a, [1.0, 2.0])
+
+
+def test_chain_structure_and_reuse():
+    g = mg.Graph()
+    with g.as_default():
+        y = x = mg.placeholder(mg.float32, (4, 4), name='x')
+        ws = [mg.placeholder(mg.float32, (4, 4), name=f'w{i}') for i in range(3)]
+        for w in ws:
+            y = mg.relu(y * w + 1.0)
+        loss = y.sum()
+        grads = mg.gradients(loss, ws)
+    prog = mg.compile([loss] + grads, [x] + ws)
+    ops = [n.op for n in prog.graph.nodes]
+    assert ops.count('fused') == 1 and prog.stats['fma'] == 3
+    fused = next(n for n in prog.graph.nodes if n.op == 'fused')
+    assert fused.params['kind'] == 'elementwise' and isinstance(fused.params['graph'], mg.Graph)
+    assert prog.memory.num_buffers < prog.memory.naive_num_buffers
+    assert prog.memory.peak_bytes < prog.memory.naive_peak_bytes
+
+
+def test_matmul_specialisation_and_epilogue():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (None, 5), name='x')
+        W = mg.placeholder(mg.float32, (5, 3), name='W')
+        b = mg.placeholder(mg.float32, (3,), name='b')
+        h = mg.relu(x @ W + b)
+        gW, = mg.gradients(h.sum(), [W])
+    prog = mg.compile([h, gW], [x, W, b], input_shapes=[(1, 5), None, None])
+    ops = [n.op for n in prog.graph.nodes]
+    assert 'matmul' not in ops or ops.count('matmul') + sum(
+        1 for n in prog.graph.nodes if n.op == 'fused' for m in n.params['graph'].nodes if m.op == 'matmul') == 1
+    kinds = [n.params['kind'] for n in prog.graph.nodes if n.op == 'fused']
+    assert 'matmul_epilogue' in kinds
+    arrays = [np.random.default_rng(0).normal(size=s).astype(np.float32) for s in [(1, 5), (5, 3), (3,)]]
+    want = interpreter.evaluate(g, [h, gW], dict(zip(map(id, [x, W, b]), arrays)))
+    _close(prog(*arrays), want)
+    inner = [m.op for n in prog.graph.nodes if n.op == 'fused' for m in n.params['graph'].nodes]
+    # x.T @ g with a contracted dim of 1 became an outer product (a broadcast multiply)
+    assert sum(1 for op in ops + inner if op == 'matmul') == 1
+
+
+def test_custom_pass_hook():
+    seen = []
+
+    @register_pass(name='count_nodes')
+    def count(graph):
+        seen.append(len(graph.nodes))
+        return rebuild(graph)
+    g, ins, y = _wxb()
+    prog = mg.compile(y, ins, passes=['prune', 'count_nodes', count, 'fuse'])
+    assert [n for n, _ in prog.history] == ['input', 'prune', 'count_nodes', 'count', 'fuse']
+    assert seen == [5, 5]
+    prog = mg.compile(y, ins, passes=[])
+    assert [n.op for n in prog.graph.nodes].count('fma') == 0
+    with pytest.raises(mg.GraphError, match='unknown pass'):
+        mg.compile(y, ins, passes=['nope'])
+
+
+def test_history_snapshots_are_not_mutated():
+    g, ins, y = _wxb()
+    prog = mg.compile(y, ins)
+    texts = [str(s) for _, s in prog.history]
+    mg.compile(y, ins)
+    assert [str(s) for _, s in prog.history] == texts
+    assert 'mul' in texts[0] and 'fma' in texts[-1]
+
+
+def test_generated_names_are_not_user_strings():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (2,), name='x"); import os #\n')
+        y = x * 2.0
+    prog = mg.compile(y, [x])
+    assert 'import os' not in prog.source.replace('import_os', '')
+    np.testing.assert_allclose(prog(np.ones(2, np.float32)), [2.0, 2.0])
+
+
+# ------------------------------------------------------------------ Session integration
+def test_session_uses_compiled_programs_and_caches():
+    g, ins, y = _wxb()
+    sess = mg.Session(g)
+    for k in range(3):
+        r = sess.run(y, {ins[0]: [1.0, 2.0], ins[1]: [3.0, 4.0], ins[2]: [k, k]})
+        np.testing.assert_allclose(r, [3.0 + k, 8.0 + k])
+    assert len(sess._programs) == 1 and all(p is not None for p in sess._programs.values())
+    sess.run(y, {ins[0]: 1.0, ins[1]: 2.0, ins[2]: 3.0})           # new feed signature -> new program
+    assert len(sess._programs) == 2
+    with pytest.raises(mg.FeedError, match="placeholder 'b'"):
+        sess.run(y, {ins[0]: 1.0, ins[1]: 2.0})
+
+
+def test_session_variables_and_assign():
+    g = mg.Graph()
+    with g.as_default():
+        v = mg.Variable(np.zeros(3, np.float32), name='v')
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        inc = v.assign(v + x)
+        read = v * 1.0
+    sess = mg.Session(g)
+    first = sess.run(inc, {x: np.ones(3)})
+    second = sess.run([inc, read], {x: np.ones(3)})
+    np.testing.assert_allclose(first, 1.0)                        # not changed by the second run
+    np.testing.assert_allclose(second[0], 2.0)
+    np.testing.assert_allclose(second[1], 1.0)                    # reads see the value before the assign
+    np.testing.assert_allclose(sess.run(v), 2.0)
+    np.testing.assert_allclose(sess.run(read, {v: np.full(3, 7.0)}), 7.0)   # feeding a Variable
+    np.testing.assert_allclose(sess.run(v), 2.0)
+
+
+def test_sgd_step_in_compiled_program():
+    rng = np.random.default_rng(0)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (8, 3), name='x')
+        t = mg.placeholder(mg.float32, (8, 1), name='t')
+        W = mg.Variable(rng.normal(size=(3, 1)).astype(np.float32), name='W')
+        loss = ((x @ W - t) * (x @ W - t)).mean()
+        gW, = mg.gradients(loss, [W])
+        step = mg.group(W.assign(W - 0.1 * gW))
+    prog = mg.compile([loss, step], [x, t])
+    xv = rng.normal(size=(8, 3)).astype(np.float32)
+    tv = xv @ np.array([[1.0], [2.0], [-1.0]], np.float32)
+    losses = [float(prog(xv, tv)[0]) for _ in range(100)]
+    assert losses[-1] < 1e-3 * losses[0]
+    sess = mg.Session(g)
+    l0 = sess.run(loss, {x: xv, t: tv})
+    for _ in range(5):
+        sess.run([loss, step], {x: xv, t: tv})
+    assert sess.run(loss, {x: xv, t: tv}) < l0
+
+
+def test_bench_quick_smoke(tmp_path):
+    out = tmp_path / 'bench.json'
+    r = subprocess.run([sys.executable, '-m', 'minigrad.bench', '--quick', '--json', str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert '| target' in r.stdout and 'PASS' in r.stdout or 'MISS' in r.stdout
+    assert out.exists()

@@ -1,0 +1,388 @@
+"""Static graphs: Graph, Session, symbolic gradients, errors, golden listings, and
+differential tests (eager tape == Session + mg.gradients == mg.trace)."""
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+import minigrad as mg
+from minigrad import interpreter
+
+
+# ------------------------------------------------------------------ TF1-style basics
+def test_tf1_program():
+    g = mg.Graph()
+    with g.as_default():
+        a = mg.placeholder(mg.float32)
+        b = mg.placeholder(mg.float32)
+        c = a * b
+        da, db = mg.gradients(c, a)[0], mg.gradients(c, b)[0]
+    feed = {a: [15.0], b: [20.0]}
+    with mg.Session(g) as sess:
+        assert sess.run([c], feed_dict=feed)[0][0] == 300.0
+        assert sess.run([da], feed_dict=feed)[0][0] == 20.0
+        assert sess.run([db], feed_dict=feed)[0][0] == 15.0
+
+
+def test_tf1_program_default_graph():
+    mg.reset_default_graph()
+    a = mg.placeholder(mg.float32)
+    b = mg.placeholder(mg.float32)
+    c = a * b
+    sess = mg.Session()
+    feed = {a: [15.0], b: [20.0]}
+    assert sess.run([c], feed_dict=feed)[0][0] == 300.0
+    assert sess.run(mg.gradients(c, a), feed_dict=feed)[0][0] == 20.0
+    assert sess.run(mg.gradients(c, b), feed_dict=feed)[0][0] == 15.0
+    assert a.graph is mg.get_default_graph()
+    g2 = mg.reset_default_graph()
+    assert g2 is mg.get_default_graph() and g2 is not a.graph and len(g2.nodes) == 0
+
+
+def test_as_default_nests_and_restores():
+    g1, g2 = mg.Graph(), mg.Graph()
+    with g1.as_default():
+        with g2.as_default():
+            assert mg.get_default_graph() is g2
+        assert mg.get_default_graph() is g1
+        x = mg.placeholder()
+    assert x.graph is g1 and g1.placeholders == [x]
+
+
+def test_static_shapes_and_dtypes():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
+        w = mg.Variable(np.ones((3, 2), np.float32), name='w')
+        y = x @ w
+        s = y.sum(axis=1)
+        u = mg.placeholder(mg.float64)
+        i = mg.constant([1, 2])
+    assert (y.shape, y.dtype) == ((None, 2), np.float32)
+    assert s.shape == (None,) and s.op == 'sum'
+    assert u.shape is None and (u * 2).shape is None
+    assert i.dtype == np.int64 and (i * 2).dtype == np.int64
+    assert (x > 0).dtype == np.bool_
+    with pytest.raises(mg.ShapeError, match='inner dimensions'):
+        with g.as_default():
+            x @ mg.constant(np.ones((4, 2), np.float32))
+
+
+def test_only_needed_subgraph_runs():
+    g = mg.Graph()
+    with g.as_default():
+        a = mg.placeholder(name='a')
+        b = mg.placeholder(name='b')
+        c = a * 2
+        d = b + 1
+    sess = mg.Session(g)
+    assert float(sess.run(c, {a: 3.0})) == 6.0          # b is not needed, not fed
+    assert [n.op for n in interpreter.needed_nodes(g, [c])] == ['placeholder', 'constant', 'mul']
+
+
+def test_nested_fetches():
+    g = mg.Graph()
+    with g.as_default():
+        a = mg.placeholder(name='a')
+        b = a * 2
+        c = a + 1
+    out = mg.Session(g).run({'x': b, 'pair': (b, [c])}, {a: np.array([1.0, 2.0])})
+    assert set(out) == {'x', 'pair'} and isinstance(out['pair'], tuple) and isinstance(out['pair'][1], list)
+    np.testing.assert_allclose(out['pair'][1][0], [2.0, 3.0])
+    assert isinstance(out['x'], np.ndarray)
+
+
+def test_variables_keep_state_per_session():
+    g = mg.Graph()
+    with g.as_default():
+        v = mg.Variable(1.0, name='v')
+        inc = v.assign(v + 1)
+    s1 = mg.Session(g)
+    s1.run(inc)
+    s1.run(inc)
+    assert float(s1.run(v)) == 3.0
+    assert float(mg.Session(g).run(v)) == 1.0                  # a new session starts from initial_value
+    assert float(s1.run(v)) == 3.0
+
+
+def test_verify_catches_bad_node():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, shape=(2, 3), name='x')
+        y = x.sum(axis=0)
+    g.verify()
+    y.shape = (7,)                          # corrupt the recorded shape
+    with pytest.raises(mg.GraphError, match=r'verify: .*sum.*\(7,\)'):
+        g.verify()
+
+
+def test_verify_catches_undefined_input():
+    g, h = mg.Graph(), mg.Graph()
+    with h.as_default():
+        z = mg.placeholder(name='z')
+    with g.as_default():
+        x = mg.placeholder(name='x')
+        y = x + 1
+    y.node.inputs[0] = z
+    with pytest.raises(mg.GraphError, match="'z'.*not defined"):
+        g.verify()
+
+
+# ------------------------------------------------------------------ golden listings
+GOLDEN_MUL = """\
+a = placeholder()  : float32 ?
+b = placeholder()  : float32 ?
+mul = mul(a, b)  : float32 ?"""
+
+GOLDEN_GRAD = """\
+x = placeholder()  : float32 (?, 3)
+w = variable(initial_value=[[1.], [2.], [3.]])  : float32 (3, 1)
+matmul = matmul(x, w)  : float32 (?, 1)
+sum = sum(matmul, axis=None, keepdims=False)  : float32 ()
+const = constant(value=1.)  : float32 ()
+broadcast_like = broadcast_like(const, sum)  : float32 ()
+broadcast_like_1 = broadcast_like(broadcast_like, matmul, axes=(0, 1))  : float32 (?, 1)
+transpose = transpose(x, axes=(1, 0))  : float32 (3, ?)
+matmul_1 = matmul(transpose, broadcast_like_1)  : float32 (3, 1)
+sum_to_like = sum_to_like(matmul_1, w)  : float32 (3, 1)"""
+
+
+def test_golden_mul():
+    g = mg.Graph()
+    with g.as_default():
+        a = mg.placeholder(mg.float32, name='a')
+        b = mg.placeholder(mg.float32, name='b')
+        a * b
+    assert str(g) == GOLDEN_MUL
+
+
+def test_golden_gradient_listing():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
+        w = mg.Variable([[1.0], [2.0], [3.0]], name='w')
+        y = (x @ w).sum()
+        dw, = mg.gradients(y, [w])
+    assert str(g) == GOLDEN_GRAD
+    assert dw.name == 'sum_to_like' and dw.shape == (3, 1)
+    np.testing.assert_allclose(mg.Session(g).run(dw, {x: np.ones((2, 3))}), [[2.0]] * 3)
+
+
+# ------------------------------------------------------------------ symbolic gradients
+def test_unreached_x_gets_zero_gradient():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, shape=(2, 3))
+        z = mg.placeholder(mg.float32, shape=(4,))
+        y = (x * x).sum()
+        dx, dz = mg.gradients(y, [x, z])
+    assert dz.shape == (4,)
+    out = mg.Session(g).run([dx, dz], {x: np.ones((2, 3)), z: np.ones(4)})
+    np.testing.assert_allclose(out[1], np.zeros(4))
+    assert 'zero' in mg.gradients.__doc__
+
+
+def test_second_derivative_and_grad_ys():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float64, shape=(3,))
+        y = (x ** 3).sum()
+        dx, = mg.gradients(y, x)
+        d2, = mg.gradients(dx, x)                    # sum of the gradient: 6x
+        gy, = mg.gradients(x * 2, x, grad_ys=mg.constant(np.array([1.0, 2.0, 3.0])))
+    xv = np.array([1.0, 2.0, 3.0])
+    r = mg.Session(g).run([dx, d2, gy], {x: xv})
+    np.testing.assert_allclose(r[0], 3 * xv ** 2)
+    np.testing.assert_allclose(r[1], 6 * xv)
+    np.testing.assert_allclose(r[2], [2.0, 4.0, 6.0])
+
+
+def test_gradients_appends_to_same_graph():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32)
+        y = mg.exp(x)
+    n = len(g.nodes)
+    dx, = mg.gradients(y, [x])
+    assert dx.graph is g and len(g.nodes) > n and g.verify() is g
+
+
+# ------------------------------------------------------------------ errors
+def test_feed_missing_placeholder_names_it_and_the_fetch():
+    g = mg.Graph()
+    with g.as_default():
+        a = mg.placeholder(name='a')
+        b = mg.placeholder(name='b')
+        c = mg.multiply(a, 2.0)
+        d = b + 1
+    with pytest.raises(mg.FeedError, match=r"placeholder 'a'.*fetch 'mul'.*feed_dict"):
+        mg.Session(g).run([c, d], {b: 1.0})
+
+
+def test_feed_wrong_shape_and_dtype():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
+        i = mg.placeholder(mg.int64, shape=(), name='i')
+        y = x * 2
+    sess = mg.Session(g)
+    with pytest.raises(mg.FeedError, match=r"shape \(2, 4\).*'x'.*\(\?, 3\)"):
+        sess.run(y, {x: np.ones((2, 4))})
+    with pytest.raises(mg.FeedError, match=r"float64.*'i'.*int64"):
+        sess.run(i, {i: 1.5})
+
+
+def test_feed_non_placeholder_and_foreign_fetch():
+    g, h = mg.Graph(), mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(name='x')
+        y = x * 2
+    with h.as_default():
+        z = mg.placeholder(name='z')
+    sess = mg.Session(g)
+    with pytest.raises(mg.FeedError, match="'mul'.*only placeholders"):
+        sess.run(y, {y: 1.0})
+    with pytest.raises(mg.FeedError, match="not a Symbol"):
+        sess.run(y, {'x': 1.0})
+    with pytest.raises(mg.FeedError, match="fetch 'z' belongs to another graph"):
+        sess.run(z)
+
+
+def test_mixing_graphs_and_tensors_is_a_graph_error():
+    g, h = mg.Graph(), mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(name='x')
+    with h.as_default():
+        z = mg.placeholder(name='z')
+    with pytest.raises(mg.GraphError, match="'x'.*'z'.*different graphs"):
+        x + z
+    t = mg.tensor([1.0, 2.0], name='t')
+    with pytest.raises(mg.GraphError, match=r"Tensor 't'.*eager.*Symbol 'x'.*mg.constant"):
+        x * t
+    with pytest.raises(mg.GraphError, match="mg.constant"):
+        t * x
+
+
+def test_symbol_has_no_value():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(name='x')
+    for f in (bool, lambda s: s.item(), lambda s: s.numpy(), float):
+        with pytest.raises(mg.TraceError, match=r'Session.run|sess.run') as e:
+            f(x)
+        assert 'mg.cond' in str(e.value) and 'mg.while_loop' in str(e.value)
+
+
+# ------------------------------------------------------------------ differential tests
+SHAPE = (2, 3)
+
+
+def _ops(M):
+    """Program steps on values of shape (2, 3); M is the namespace (mg), the same for tensors and symbols."""
+    return [
+        lambda a, b: a * b + a,
+        lambda a, b: a - b * 2.0,
+        lambda a, b: a / (b * b + 1.0),
+        lambda a, b: M.tanh(a) * M.sin(b),
+        lambda a, b: M.exp(-a * a) + M.log(b * b + 1.0),
+        lambda a, b: a.sum(axis=0) * b,                         # reduce + broadcast back
+        lambda a, b: a.max(axis=1, keepdims=True) + b,
+        lambda a, b: M.maximum(a, b) + M.relu(a),
+        lambda a, b: (a @ b.T) @ a,                             # matmul
+        lambda a, b: a[0] * b + M.concatenate([a[1:], a[:1]], axis=0),   # indexing
+        lambda a, b: a[np.array([1, 0])] * b,                   # fancy index -> scatter_add
+        lambda a, b: M.softmax(a, axis=1) * b + a.mean(),
+        lambda a, b: M.cond((a * b).sum() > 0, lambda: a * b, lambda: a - b),
+        lambda a, b: M.sigmoid(a) + M.where(a > b, a, b * 0.5),
+    ]
+
+
+SMOOTH = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12]     # twice differentiable almost everywhere, no kinks
+
+
+def _program(steps):
+    ops = _ops(mg)
+
+    def f(x, y):
+        vals = [x, y]
+        for k, i, j in steps:
+            vals.append(ops[k](vals[i % len(vals)], vals[j % len(vals)]))
+        return (vals[-1] * vals[-1]).sum() + vals[-1].sum()
+    return f
+
+
+def _arrays(seed):
+    r = np.random.default_rng(seed)
+    return r.normal(size=SHAPE), r.normal(size=SHAPE)
+
+
+def _eager(f, xv, yv):
+    x, y = mg.tensor(xv, requires_grad=True), mg.tensor(yv, requires_grad=True)
+    out = f(x, y)
+    out.backward()
+    return [out.numpy()] + [t.grad.numpy() if t.grad is not None else np.zeros(SHAPE) for t in (x, y)]
+
+
+def _static(f, xv, yv):
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float64, SHAPE, name='x')
+        y = mg.placeholder(mg.float64, SHAPE, name='y')
+        out = f(x, y)
+        dx, dy = mg.gradients(out, [x, y])
+    g.verify()
+    return mg.Session(g).run([out, dx, dy], {x: xv, y: yv})
+
+
+def _traced(f, xv, yv):
+    t = mg.trace(f, xv, yv)
+    with t.graph.as_default():
+        grads = mg.gradients(t.outputs[0], t.inputs)
+    vals = mg.Session(t.graph).run([t.outputs[0]] + grads, {t.inputs[0]: xv, t.inputs[1]: yv})
+    np.testing.assert_allclose(t(xv, yv), vals[0], rtol=1e-10)
+    return vals
+
+
+steps_st = st.lists(st.tuples(st.integers(0, len(_ops(mg)) - 1), st.integers(0, 9), st.integers(0, 9)),
+                    min_size=1, max_size=4)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps_st, seed=st.integers(0, 2 ** 16))
+def test_modes_agree_values_and_gradients(steps, seed):
+    f = _program(steps)
+    xv, yv = _arrays(seed)
+    ref = _eager(f, xv, yv)
+    for got in (_static(f, xv, yv), _traced(f, xv, yv)):
+        for a, b in zip(ref, got):
+            np.testing.assert_allclose(b, a, rtol=1e-7, atol=1e-9)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(st.sampled_from(SMOOTH), st.integers(0, 9), st.integers(0, 9)),
+                      min_size=1, max_size=3),
+       seed=st.integers(0, 2 ** 16))
+def test_second_derivatives_tape_vs_symbolic(steps, seed):
+    f = _program(steps)
+    xv, yv = _arrays(seed)
+    v = np.random.default_rng(seed + 1).normal(size=SHAPE)
+    # tape: d/dx sum(v * df/dx)
+    x, y = mg.tensor(xv, requires_grad=True), mg.tensor(yv, requires_grad=True)
+    out = f(x, y)
+    out.backward(create_graph=True)
+    gx = x.grad
+    x.grad = y.grad = None
+    if gx is not None and gx.requires_grad:
+        (gx * mg.tensor(v)).sum().backward()
+    ref = [t.grad.numpy() if t.grad is not None else np.zeros(SHAPE) for t in (x, y)]
+    # symbolic: gradients of gradients
+    g = mg.Graph()
+    with g.as_default():
+        xs = mg.placeholder(mg.float64, SHAPE, name='x')
+        ys = mg.placeholder(mg.float64, SHAPE, name='y')
+        dx, = mg.gradients(f(xs, ys), [xs])
+        hv = mg.gradients((dx * mg.constant(v)).sum(), [xs, ys])
+    got = mg.Session(g).run(hv, {xs: xv, ys: yv})
+    for a, b in zip(ref, got):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-8)
