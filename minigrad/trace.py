@@ -205,7 +205,7 @@ class JitFunction:
         traced = self.traces.get(sig)
         if traced is None:
             traced = self.traces[sig] = trace(self.fn, *arrays)
-            traced.program = _compile(traced)
+            traced.program = _compile(traced, arrays)
             self.trace_count += 1
         self._last = traced
         try:
@@ -230,12 +230,20 @@ class JitFunction:
         return viz.mimebundle(self._last)
 
 
-def _compile(traced):
-    """A compiled Program for the traced graph, or None (no compiler, or it cannot handle the graph)."""
+def _compile(traced, arrays):
+    """A compiled Program for the traced graph, or None if there is no compiler or it cannot handle
+    the graph (it fails, or its first run disagrees with the reference interpreter)."""
     try:
         from .compiler import compile as compile_graph
-        return compile_graph(traced.outputs, list(traced.inputs) + [v for v, _ in traced.params])
+        program = compile_graph(traced.outputs, list(traced.inputs) + [v for v, _ in traced.params])
+        traced.program = program
+        got = _run(traced, arrays)
+        traced.program = None
+        want = _run(traced, arrays)
+        ok = all(np.shape(a) == np.shape(b) and np.allclose(a, b, equal_nan=True) for a, b in zip(got, want))
+        return program if ok and len(got) == len(want) else None
     except Exception:
+        traced.program = None
         return None
 
 

@@ -55,7 +55,7 @@ steps_st = st.lists(st.tuples(st.integers(0, len(UNARY) + len(BINARY) - 1), st.i
                     min_size=1, max_size=5)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=steps_st, shape=st.sampled_from(SHAPES), seed=st.integers(0, 2 ** 16))
 def test_every_pass_keeps_the_meaning(steps, shape, seed):
     g, ins, outs = _build(steps, shape)
@@ -102,7 +102,17 @@ def test_pipeline_is_idempotent(steps, shape, seed):
     again = prog.graph
     for name in DEFAULT_PASSES:
         again = PASSES[name](again)
-    assert str(again) == str(prog.graph)
+    assert _sig(again) == _sig(prog.graph)
+
+
+def _sig(graph):
+    """The structure of a graph without its (cosmetic) names."""
+    ids, out = {}, []
+    for n in graph.nodes:
+        params = {k: _sig(v) if isinstance(v, mg.Graph) else repr(v) for k, v in n.params.items()}
+        out.append((n.op, [ids[id(i)] for i in n.inputs], params, [(o.shape, str(o.dtype)) for o in n.outputs]))
+        ids.update({id(o): len(ids) for o in n.outputs})
+    return out, [ids[id(o)] for o in graph.outputs]
 
 
 def test_cond_and_while_bodies_are_optimised():
@@ -122,7 +132,7 @@ def test_cond_and_while_bodies_are_optimised():
             _close(_run(snap, arrays), want)
         _close(prog(*arrays), want)
     conds = [n for n in prog.graph.nodes if n.op == 'cond']
-    assert conds and all(n.op != 'mul' or True for n in conds[0].params['true_graph'].nodes)
+    assert conds
     ops = [n.op for n in conds[0].params['true_graph'].nodes]
     assert 'fma' in ops or 'fused' in ops          # x*w + x*1.0 -> x*w + x -> fma inside the branch
 
@@ -330,5 +340,5 @@ def test_bench_quick_smoke(tmp_path):
     r = subprocess.run([sys.executable, '-m', 'minigrad.bench', '--quick', '--json', str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert '| target' in r.stdout and 'PASS' in r.stdout or 'MISS' in r.stdout
+    assert '| target' in r.stdout and ('PASS' in r.stdout or 'MISS' in r.stdout)
     assert out.exists()

@@ -317,3 +317,27 @@ def test_session_runs_control_flow_like_the_interpreter():
     for fetch in (y, z, da):                     # one fetch at a time: smaller graphs, other code paths
         u = mg.Session(g).run(fetch, feed)
         assert np.shape(u) == np.shape(run(g, fetch, feed)), fetch.name
+
+
+GOLDEN_COND = """\
+x = placeholder()  : float32 ()
+const = constant(value=0.)  : float32 ()
+greater = greater(x, const)  : bool ()
+cond = cond(greater, x, true_graph=<graph 3 nodes>, false_graph=<graph 2 nodes>)  : float32 ()
+  true_graph:
+    x_captured = placeholder(captured=True)  : float32 ()
+    const = constant(value=2.)  : float32 ()
+    mul = mul(x_captured, const)  : float32 ()
+    return mul
+  false_graph:
+    x_captured = placeholder(captured=True)  : float32 ()
+    neg = neg(x_captured)  : float32 ()
+    return neg"""
+
+
+def test_golden_cond_listing():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, shape=(), name='x')
+        mg.cond(x > 0, lambda: x * 2.0, lambda: -x)
+    assert str(g) == GOLDEN_COND

@@ -152,3 +152,12 @@ def test_jit_run_adapter_uses_interpreter_without_program():
     t = trace_mod.trace(lambda x: x + 1.0, np.zeros(2))
     assert t.program is None
     np.testing.assert_allclose(trace_mod._run(t, [np.ones(2)])[0], [2.0, 2.0])
+
+
+def test_jit_uses_the_compiler_when_it_works():
+    compiler = pytest.importorskip('minigrad.compiler')
+    if not hasattr(compiler, 'compile'):
+        pytest.skip('no compiler yet')
+    jf = mg.jit(lambda x: x * 2.0 + 1.0)
+    np.testing.assert_allclose(jf(np.ones(3)), [3.0] * 3)
+    assert jf.traces[((3,), '<f8'),].program is not None

@@ -294,9 +294,10 @@ def generate(inputs, ivals, outputs, allv, steps, nstate, single):
         else:
             args = ', '.join(ins)
             line = f'{K(st.prim.impl)}({args}{", " if args else ""}**{K(dict(st.params))})'
-            if len(st.outs) == 1:
+            if not st.prim.multiple_results:
                 line = f'{F("asarray")}({line})'
-        lhs = ', '.join(nm(x) for x in st.outs) + (',' if len(st.outs) > 1 else '')
+        multi = st.prim is not None and st.prim.multiple_results and op not in UFUNCS
+        lhs = ', '.join(nm(x) for x in st.outs) + (',' if multi else '')
         if o.kind == 'temp' and o.buf is not None:
             body.append(f'{line}  # {_safe(o.name)} = {op}')
         else:

@@ -1,0 +1,274 @@
+"""Benchmarks: ``python -m minigrad.bench [--quick] [--json FILE]``.
+
+Variants of one case run interleaved in one process (round-robin repeats) and the
+medians are compared. Prints markdown tables: timings, then each target with the
+measured value and PASS/MISS. Not a test: timings depend on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+import minigrad as mg
+
+try:
+    import torch
+except Exception:          # optional comparison
+    torch = None
+
+
+def timeit(variants: dict, repeats: int, min_time: float) -> dict:
+    """Median seconds per call of each variant; variants interleaved round-robin."""
+    inner = {}
+    for k, f in variants.items():
+        f()
+        t0, n = time.perf_counter(), 0
+        while time.perf_counter() - t0 < min_time or n == 0:
+            f()
+            n += 1
+        inner[k] = n
+    times = {k: [] for k in variants}
+    for _ in range(repeats):
+        for k, f in variants.items():
+            t0 = time.perf_counter()
+            for _ in range(inner[k]):
+                f()
+            times[k].append((time.perf_counter() - t0) / inner[k])
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def peak_bytes(f) -> int:
+    """Peak traced memory during one call, above what was allocated before it."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    f()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak
+
+
+# ------------------------------------------------------------------ chain of 30 elementwise ops
+def chain_case(n, rng):
+    x = rng.standard_normal((n, n)).astype(np.float32)
+    ws = [(1 + 0.1 * rng.standard_normal((n, n))).astype(np.float32) for _ in range(10)]
+    bs = [(0.1 * rng.standard_normal((n, n))).astype(np.float32) for _ in range(10)]
+
+    def numpy_step():
+        y, zs, ys = x, [], []
+        for w, b in zip(ws, bs):
+            ys.append(y)
+            z = y * w + b
+            zs.append(z)
+            y = np.maximum(z, 0)
+        loss = y.sum()
+        g = np.ones_like(y)
+        gw, gb = [], []
+        for w, y_in, z in zip(reversed(ws), reversed(ys), reversed(zs)):
+            gz = g * (z > 0)
+            gw.append(gz * y_in)
+            gb.append(gz)
+            g = gz * w
+        return loss, gw, gb
+
+    tw = [mg.tensor(w, requires_grad=True) for w in ws]
+    tb = [mg.tensor(b, requires_grad=True) for b in bs]
+    tx = mg.tensor(x)
+
+    def tape_step():
+        for p in tw + tb:
+            p.grad = None
+        y = tx
+        for w, b in zip(tw, tb):
+            y = mg.relu(y * w + b)
+        loss = y.sum()
+        loss.backward()
+        return loss
+
+    g = mg.Graph()
+    with g.as_default():
+        px = mg.placeholder(mg.float32, (n, n), name='x')
+        pw = [mg.placeholder(mg.float32, (n, n), name=f'w{i}') for i in range(10)]
+        pb = [mg.placeholder(mg.float32, (n, n), name=f'b{i}') for i in range(10)]
+        y = px
+        for w, b in zip(pw, pb):
+            y = mg.relu(y * w + b)
+        loss = y.sum()
+        grads = mg.gradients(loss, pw + pb)
+    prog = mg.compile([loss] + grads, [px] + pw + pb)
+    args = [x] + ws + bs
+    ref, got = numpy_step(), prog(*args)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-3)
+    variants = {'numpy': numpy_step, 'tape': tape_step, 'compiled': lambda: prog(*args)}
+    if torch is not None:
+        Tx = torch.from_numpy(x)
+        Tw = [torch.from_numpy(w).requires_grad_() for w in ws]
+        Tb = [torch.from_numpy(b).requires_grad_() for b in bs]
+
+        def torch_step():
+            for p in Tw + Tb:
+                p.grad = None
+            y = Tx
+            for w, b in zip(Tw, Tb):
+                y = torch.relu(y * w + b)
+            loss = y.sum()
+            loss.backward()
+            return loss
+        variants['torch'] = torch_step
+    return variants
+
+
+# ------------------------------------------------------------------ MLP training step
+def mlp_case(batch, rng, lr=0.01):
+    sizes = [784, 256, 128, 10]
+    init = [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
+    binit = [np.zeros(b, np.float32) for b in sizes[1:]]
+    x = rng.standard_normal((batch, 784)).astype(np.float32)
+    labels = rng.integers(0, 10, batch)
+    onehot = np.eye(10, dtype=np.float32)[labels]
+    W = [w.copy() for w in init]
+    B = [b.copy() for b in binit]
+
+    def numpy_step():
+        h0 = x
+        z1 = h0 @ W[0] + B[0]; h1 = np.maximum(z1, 0)
+        z2 = h1 @ W[1] + B[1]; h2 = np.maximum(z2, 0)
+        z3 = h2 @ W[2] + B[2]
+        m = z3.max(axis=1, keepdims=True)
+        e = np.exp(z3 - m)
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = -np.log(p[np.arange(batch), labels]).mean()
+        g3 = (p - onehot) / batch
+        gW2, gB2 = h2.T @ g3, g3.sum(0)
+        g2 = (g3 @ W[2].T) * (z2 > 0)
+        gW1, gB1 = h1.T @ g2, g2.sum(0)
+        g1 = (g2 @ W[1].T) * (z1 > 0)
+        gW0, gB0 = h0.T @ g1, g1.sum(0)
+        for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
+            P -= lr * G
+        return loss
+
+    TW = [mg.tensor(w.copy(), requires_grad=True) for w in init]
+    TB = [mg.tensor(b.copy(), requires_grad=True) for b in binit]
+    tx, toh = mg.tensor(x), mg.tensor(onehot)
+
+    def tape_step():
+        h = tx
+        for i in range(3):
+            h = h @ TW[i] + TB[i]
+            if i < 2:
+                h = mg.relu(h)
+        loss = -(toh * mg.log_softmax(h, axis=1)).sum() / batch
+        loss.backward()
+        with mg.no_grad():
+            for p in TW + TB:
+                p.data -= lr * p.grad.data
+                p.grad = None
+        return loss
+
+    g = mg.Graph()
+    with g.as_default():
+        px = mg.placeholder(mg.float32, (batch, 784), name='x')
+        py = mg.placeholder(mg.float32, (batch, 10), name='y')
+        VW = [mg.Variable(w.copy(), name=f'W{i}') for i, w in enumerate(init)]
+        VB = [mg.Variable(b.copy(), name=f'b{i}') for i, b in enumerate(binit)]
+        h = px
+        for i in range(3):
+            h = h @ VW[i] + VB[i]
+            if i < 2:
+                h = mg.relu(h)
+        loss = -(py * mg.log_softmax(h, axis=1)).sum() / batch
+        grads = mg.gradients(loss, VW + VB)
+        step = mg.group(*[v.assign(v - lr * gv) for v, gv in zip(VW + VB, grads)])
+    prog = mg.compile([loss, step], [px, py])
+    return {'numpy': numpy_step, 'tape': tape_step, 'compiled': lambda: prog(x, onehot)}, prog
+
+
+def fused_case(n, rng):
+    a, b, c, d, e = (rng.standard_normal(n).astype(np.float32) for _ in range(5))
+    g = mg.Graph()
+    with g.as_default():
+        ps = [mg.placeholder(mg.float32, (n,), name=k) for k in 'abcde']
+        pa, pb, pc, pd, pe = ps
+        out = mg.relu(pa * pb + pc) * pd - pe
+    prog = mg.compile(out, ps)
+    np.testing.assert_allclose(prog(a, b, c, d, e), np.maximum(a * b + c, 0) * d - e, rtol=1e-5)
+    return {'numpy': lambda: np.maximum(a * b + c, 0) * d - e, 'compiled': lambda: prog(a, b, c, d, e)}, prog
+
+
+# ------------------------------------------------------------------ main
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
+    ap.add_argument('--json', metavar='FILE', help='also write the results as JSON')
+    opts = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    repeats, min_time = (3, 0.002) if opts.quick else (15, 0.05)
+    sizes = [4, 64] if opts.quick else [4, 64, 1024]
+    rows, targets = [], []
+
+    def target(name, value, limit, ok):
+        targets.append({'target': name, 'measured': round(value, 3), 'goal': limit, 'pass': bool(ok)})
+
+    for n in sizes:
+        t = timeit(chain_case(n, rng), repeats, min_time)
+        rows.append({'case': f'chain 30 ops fwd+bwd {n}x{n}', **{k: v * 1e6 for k, v in t.items()}})
+        lim = {4: 2.0, 64: 1.5, 1024: 1.1}[n]
+        target(f'chain {n}: tape / numpy', t['tape'] / t['numpy'], f'<= {lim}', t['tape'] / t['numpy'] <= lim)
+        target(f'chain {n}: compiled / numpy', t['compiled'] / t['numpy'], '<= 1.0', t['compiled'] <= t['numpy'])
+        if n in (4, 64):
+            lim = {4: 3, 64: 2}[n]
+            target(f'chain {n}: tape / compiled', t['tape'] / t['compiled'], f'>= {lim}',
+                   t['tape'] / t['compiled'] >= lim)
+        if n == 4 and 'torch' in t:
+            target('chain 4: torch / tape', t['torch'] / t['tape'], '>= 1.5', t['torch'] / t['tape'] >= 1.5)
+            target('chain 4: torch / compiled', t['torch'] / t['compiled'], '>= 5', t['torch'] / t['compiled'] >= 5)
+    n = 256 if opts.quick else 1024
+    v = chain_case(n, rng)
+    v['tape'](), v['compiled']()
+    pt, pc = peak_bytes(v['tape']), peak_bytes(v['compiled'])
+    rows.append({'case': f'chain {n}x{n} peak memory (MiB)', 'tape': pt / 2 ** 20, 'compiled': pc / 2 ** 20})
+    target(f'chain {n}: compiled peak below tape', 1 - pc / pt, '>= 0.35', 1 - pc / pt >= 0.35)
+    del v
+    for batch in ([1, 8] if opts.quick else [1, 64]):
+        variants, prog = mlp_case(batch, rng)
+        t = timeit(variants, repeats, min_time)
+        rows.append({'case': f'MLP step batch {batch}', **{k: v * 1e6 for k, v in t.items()}})
+        lim = 0.5 if batch == 1 else 1.05
+        target(f'MLP batch {batch}: compiled / numpy', t['compiled'] / t['numpy'], f'<= {lim}',
+               t['compiled'] / t['numpy'] <= lim)
+        for _ in range(3):
+            variants['compiled']()
+        tr = peak_bytes(variants['compiled'])
+        target(f'MLP batch {batch}: transient KiB per call', tr / 1024, '< 64', tr < 64 * 1024)
+    n = 10 ** 5 if opts.quick else 10 ** 6
+    variants, prog = fused_case(n, rng)
+    t = timeit(variants, repeats, min_time)
+    rows.append({'case': f'relu(a*b+c)*d-e, {n} float32', **{k: v * 1e6 for k, v in t.items()}})
+    target('elementwise: compiled / numpy', t['compiled'] / t['numpy'], '<= 0.95', t['compiled'] / t['numpy'] <= 0.95)
+    extra = peak_bytes(variants['compiled']) - n * 4
+    target('elementwise: temporaries (bytes beyond the output)', extra, '< 4096', extra < 4096)
+
+    cols = ['numpy', 'tape', 'compiled', 'torch']
+    print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
+    print('|---|' + '---|' * len(cols))
+    for r in rows:
+        print(f'| {r["case"]} | ' + ' | '.join(f'{r[c]:.1f}' if c in r else '-' for c in cols) + ' |')
+    print()
+    print('| target | measured | goal | result |')
+    print('|---|---|---|---|')
+    for t in targets:
+        print(f'| {t["target"]} | {t["measured"]:.3f} | {t["goal"]} | {"PASS" if t["pass"] else "MISS"} |')
+    if opts.json:
+        with open(opts.json, 'w') as f:
+            json.dump({'rows': rows, 'targets': targets, 'quick': opts.quick,
+                       'torch': None if torch is None else torch.__version__}, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
