@@ -192,7 +192,11 @@ def elementwise_rule(*avals, _op='elementwise', **params) -> Aval:
 
 
 def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
-    """Turn a numpy failure into a readable error, using the primitive's own shape rule."""
+    """Turn a numpy failure into a readable error, using the primitive's own shape rule.
+
+    Errors that are not about shapes/values (e.g. a learner's NotImplementedError) pass through."""
+    if not isinstance(exc, (ValueError, IndexError, TypeError)):
+        return exc
     try:
         prim.shape_rule(*[aval_of(a) for a in args], **params)
     except MinigradError as e:

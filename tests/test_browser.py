@@ -122,6 +122,11 @@ def test_stepper_in_jupyterlab(jupyterlab):
             page.set_default_timeout(45_000)
             page.goto(jupyterlab + 'lab/tree/browser_stepper.ipynb')
             page.wait_for_selector('.jp-Notebook .jp-Cell', timeout=60_000)
+            # JupyterLab may ask which kernel to start (fresh settings dir): accept the default one
+            try:
+                page.locator('.jp-Dialog button.jp-mod-accept').click(timeout=8_000)
+            except Exception:
+                pass
             # wait until the kernel is ready, then Run > Run All Cells through the menu bar
             page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', state='attached',
                                    timeout=60_000)
