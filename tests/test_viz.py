@@ -164,7 +164,7 @@ def test_labels_are_escaped(name):
     g = mg.Graph()
     with g.as_default():
         p = mg.placeholder(mg.float32, name=name)
-        q = p + 1
+        p + 1
     svg = mg.viz.mimebundle(g)['image/svg+xml']
     assert '<script' not in svg
     parse(svg)

@@ -3,7 +3,7 @@
 ``mg.draw(obj)`` draws; ``Stepper``/``PassStepper`` step through a computation or the compiler passes;
 ``memory_timeline(program)`` plots the memory plan. Widgets/matplotlib are imported only when used.
 """
-from .draw import draw, render_svg, mimebundle, Drawing, to_digraph, preview
+from .draw import draw, render_svg, mimebundle, Drawing, to_digraph, preview  # noqa: F401 (public helpers)
 
 __all__ = ['draw', 'render_svg', 'mimebundle', 'Stepper', 'PassStepper', 'memory_timeline', 'Frame']
 

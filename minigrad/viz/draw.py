@@ -279,8 +279,8 @@ def from_tensor(root, need_values=False):
                     vals.setdefault(id(p), v)
     if need_values and any(n.saved is None for n in order):
         raise MinigradError('this graph was freed by backward(), so its intermediate values are gone. Call '
-                            'backward(retain_graph=True), or record the ops with `with mg.Tape() as tape:` '
-                            'and step through the tape instead.')
+                            'backward(retain_graph=True) (or build the Stepper before backward), or record the ops '
+                            'with `with mg.Tape() as tape:` and step through the tape instead.')
     steps = []
     for i, node in enumerate(order):
         ok = d.key(node, 'o')

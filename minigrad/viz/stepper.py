@@ -12,8 +12,7 @@ import html
 import numpy as np
 
 from ..errors import MinigradError
-from .draw import (Drawing, from_graph, from_tape, from_tensor, is_fused, preview, render_svg, to_digraph,
-                   buffer_map, draw, esc)
+from .draw import Drawing, from_graph, from_tape, from_tensor, is_fused, preview, render_svg, to_digraph, esc
 
 try:
     import ipywidgets as W
@@ -185,8 +184,8 @@ class Stepper(_Player):
             g = (f.grads or {}).get(k)
             rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
                         f'<td style="color:#c03030">{esc(preview(g)) if g is not None else ""}</td></tr>')
-        return ('<table class="mg-table" style="font-size:12px;font-family:monospace"><tr><th>value</th>'
-                '<th>data</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
+        return ('<table class="mg-table" style="font-size:12px;font-family:monospace"><tr><th>name</th>'
+                '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
 
 
 def _name(d, k):
