@@ -19,29 +19,33 @@ def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp
 
     ct maps id(value) -> cotangent and is updated in place; what is left in it at
     the end are the cotangents of values no vertex in `order` produced (leaves/xs).
-    ``out_keys(v)`` gives the values v produces (None: v is its own single value, as a
-    TapeNode), ``call_vjp(v, gs)`` yields ``(input_value, cotangent)`` pairs.
+    ``out_keys(v)`` gives the values v produces, ``call_vjp(v, gs)`` yields
+    ``(input_value, cotangent)`` pairs. With ``out_keys=None`` v is its own single value
+    (a TapeNode) and ``call_vjp(v, g)`` gets the cotangent itself.
     Cotangents arriving twice are added.
     """
     pop, get = ct.pop, ct.get
     owned = set()       # ids of sums this sweep made: no one else holds them, so add into them in place
     for v in order:
-        if out_keys is None:
+        if out_keys is None:            # v produces one value, keyed by v itself (a TapeNode)
             g = pop(id(v), None)
             if g is None:
                 continue                # nothing flows back through v
-            gs = (g,)
             if owned:
                 owned.discard(id(g))    # a VJP may hand g on unchanged (add): not ours any more
+            if on_cotangent is not None:
+                on_cotangent(v, (g,))
+            pairs = call_vjp(v, g)
         else:
             gs = tuple(pop(id(k), None) for k in out_keys(v))
             if all(g is None for g in gs):
                 continue
             for g in gs:
                 owned.discard(id(g))
-        if on_cotangent is not None:
-            on_cotangent(v, gs)
-        for parent, gi in call_vjp(v, gs):
+            if on_cotangent is not None:
+                on_cotangent(v, gs)
+            pairs = call_vjp(v, gs)
+        for parent, gi in pairs:
             if gi is None or parent is None:
                 continue
             k = id(parent)

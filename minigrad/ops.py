@@ -35,12 +35,16 @@ def _ndim(x):
 
 # ------------------------------------------------- helpers for broadcasting in VJPs
 def _sum_to_like_impl(g, ref):
-    shape, dt = np.shape(ref), ref.dtype
-    gs = np.shape(g)
+    shape, dt = ref.shape if type(ref) is np.ndarray else np.shape(ref), ref.dtype
+    gs = g.shape if type(g) is np.ndarray else np.shape(g)
     if gs != shape:
         lead = len(gs) - len(shape)
-        axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape) if d == 1 and gs[i + lead] != 1)
-        g = np.sum(g, axis=axes, keepdims=True).reshape(shape) if axes else np.reshape(g, shape)
+        ones = tuple(i + lead for i, d in enumerate(shape) if d == 1 and gs[i + lead] != 1)
+        if ones:
+            g = np.add.reduce(g, axis=tuple(range(lead)) + ones, keepdims=True)
+            g = g.reshape(shape) if lead else g
+        else:
+            g = np.add.reduce(g, axis=tuple(range(lead)) if lead > 1 else 0) if lead else np.reshape(g, shape)
     return g if g.dtype == dt else g.astype(dt)
 
 
@@ -59,9 +63,11 @@ def _like_rule(g, ref, **params):
 
 
 def _broadcast_like_impl(g, ref, axes=()):
-    if axes:
-        g = np.expand_dims(g, axes)
-    return np.broadcast_to(g, np.shape(ref))
+    shape = np.shape(ref)
+    if axes:        # re-insert the reduced axes as size 1 (a cheap reshape instead of np.expand_dims)
+        gs = iter(np.shape(g))
+        g = np.reshape(g, tuple(1 if i in axes else next(gs) for i in range(len(shape))))
+    return np.broadcast_to(g, shape)
 
 
 def _broadcast_like_rule(g, ref, axes=()):
@@ -112,7 +118,18 @@ def _where_rule(c, x, y):
     return Aval(shape, np.result_type(x.dtype, y.dtype))
 
 
-where = prim('where', np.where, _where_rule, lambda n, g, out, c, x, y: (
+def _where_impl(c, x, y):
+    # where(c, x, 0) as x * c: ~4x faster than np.where on big arrays (relu and its VJP use it);
+    # falls back to np.where when x holds inf/nan (inf * False would give nan instead of 0)
+    if type(y) in (int, float) and y == 0 and type(x) is np.ndarray and x.dtype.kind == 'f' \
+            and x.size >= 2048 and getattr(c, 'dtype', None) == np.bool_:
+        out = np.multiply(x, c)
+        if not np.isnan(out).any():
+            return out
+    return np.where(c, x, y)
+
+
+where = prim('where', _where_impl, _where_rule, lambda n, g, out, c, x, y: (
     None,
     _unbroadcast(where(c, g, 0), x) if n[1] else None,
     _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True)
@@ -322,10 +339,10 @@ def _matmul_vjp(n, g, out, a, b):
     ga = gb = None
     if n[0]:
         ga = matmul(g2, _swap_last(b2))
-        ga = sum_to_like(ga, a2)
+        ga = _unbroadcast(ga, a2)
         ga = reshape_like(ga, a) if na == 1 else ga
     if n[1]:
-        gb = sum_to_like(matmul(_swap_last(a2), g2), b2)
+        gb = _unbroadcast(matmul(_swap_last(a2), g2), b2)
         gb = reshape_like(gb, b) if nb == 1 else gb
     return ga, gb
 

@@ -18,7 +18,7 @@ from . import core, ops as P
 from .autodiff import reverse_sweep
 from .core import aval_of, describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, MinigradError, ShapeError
-from .functional import OpsMixin
+from .functional import OpsMixin, negative
 
 
 class _State:
@@ -135,6 +135,7 @@ def is_grad_enabled() -> bool:
 
 
 _NUMBER = {float, int, np.float32, np.float64}
+_INPLACE_UFUNC = {'+': np.add, '-': np.subtract, '*': np.multiply, '/': np.true_divide}
 _PLAIN = _NUMBER | {np.ndarray, bool}
 
 
@@ -281,7 +282,19 @@ class Tensor(OpsMixin):
                 f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
                 f'in place would make its gradient meaningless. Update parameters inside '
                 f'`with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
-        res = core.apply(prim, self, other)
+        if not state.tapes and not (state.grad_enabled and (self._requires_grad or (
+                isinstance(other, Tensor) and other._requires_grad))):
+            # nothing to record (e.g. an SGD update): one numpy op, still out of place so that
+            # arrays saved on a tape stay intact
+            try:
+                out = _INPLACE_UFUNC[sym](self.data, other.data if isinstance(other, Tensor) else other)
+            except Exception as e:
+                raise shape_error(prim, (self, other), {}, e) from None
+            res = Tensor._make(np.asarray(out))
+        else:
+            if sym == '-':
+                other = P.neg(other) if isinstance(other, Tensor) else negative(other)
+            res = core.apply(prim, self, other)
         if res.data.dtype != self.data.dtype:
             if not np.can_cast(res.data.dtype, self.data.dtype, 'same_kind'):
                 raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, which cannot be "
@@ -351,7 +364,7 @@ class Tensor(OpsMixin):
         return self._inplace(P.add, o, '+')
 
     def __isub__(self, o):
-        return self._inplace(P.add, P.neg(o) if isinstance(o, Tensor) else -np.asarray(o) if isinstance(o, list) else -o, '-')
+        return self._inplace(P.add, o, '-')
 
     def __imul__(self, o):
         return self._inplace(P.mul, o, '*')
@@ -392,7 +405,11 @@ def _to_array(data, dtype=None) -> np.ndarray:
 # ------------------------------------------------------------------ eager interpreter
 def eager_apply(prim, args, params):
     """Compute prim on the arrays now; record a TapeNode if some input requires grad."""
-    vals = [a.data if isinstance(a, Tensor) else a for a in args]
+    if len(args) == 2:                  # the common case, unrolled (a comprehension costs a call in 3.11)
+        a, b = args
+        vals = [a.data if isinstance(a, Tensor) else a, b.data if isinstance(b, Tensor) else b]
+    else:
+        vals = [a.data if isinstance(a, Tensor) else a for a in args]
     try:
         out = prim.impl(*vals, **params)
     except MinigradError:
@@ -405,13 +422,21 @@ def eager_apply(prim, args, params):
     t.data, t.grad, t.name, t.grad_fn, t._requires_grad = out, None, None, None, False
     if state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
         # an edge per input: the producing TapeNode, the leaf Tensor, or None (no gradient needed)
-        parents = tuple([(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None
-                         for a in args])
-        for p in parents:
-            if p is not None:           # (not list.count(None): that would call Tensor.__eq__)
-                t.grad_fn = TapeNode(prim, params, parents, vals, out if prim.saves_out else None)
-                t._requires_grad = True
-                break
+        if len(args) == 2:
+            pa = (a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None
+            pb = (b.grad_fn or b) if isinstance(b, Tensor) and b._requires_grad else None
+            parents = (pa, pb) if pa is not None or pb is not None else None
+        else:
+            parents = tuple([(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None
+                             for a in args])
+            for p in parents:           # (not parents.count(None): that would call Tensor.__eq__)
+                if p is not None:
+                    break
+            else:
+                parents = None
+        if parents is not None:
+            t.grad_fn = TapeNode(prim, params, parents, vals, out if prim.saves_out else None)
+            t._requires_grad = True
     if state.tapes:
         for tape in state.tapes:
             tape.entries.append(TapeEntry(prim.name, args, params, t))
@@ -453,55 +478,61 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
     order, leaves = _tape_order(root.grad_fn)
     ct = {id(root.grad_fn): g}
 
-    def call_vjp(node, gs):
+    def call_vjp(node, g):
         if node.retained is not None:
             t = node.retained()
             if t is not None:
-                _accumulate(t, gs[0], create_graph, copy=True)
-        saved = node.saved
+                _accumulate(t, g, create_graph, copy=True)
+        saved, parents = node.saved, node.parents
         if saved is None:
             raise BackwardError(
                 f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), but its "
                 f'saved values were freed after the first backward() to save memory. Pass '
                 f'retain_graph=True to the first backward() if you need to call it again.')
-        parents = node.parents
         if create_graph:
-            inputs = tuple(_wrap(p, v) for p, v in zip(parents, saved))
-            out = core.apply(node.prim, *inputs, **node.params) if node.prim.saves_out else None
+            saved = tuple(_wrap(p, v) for p, v in zip(parents, saved))
+            out = core.apply(node.prim, *saved, **node.params) if node.prim.saves_out else None
         else:
-            inputs, out = saved, node.out
+            out = node.out
         if not retain_graph:
             node.saved = node.out = None        # free the saved arrays as early as possible
-        grads = node.prim.vjp(tuple([p is not None for p in parents]), gs[0], out, *inputs, **node.params)
-        return zip(parents, grads)
+        return zip(parents, node.prim.vjp(tuple([p is not None for p in parents]), g, out, *saved, **node.params))
 
     with (enable_grad() if create_graph else no_grad()):
         reverse_sweep(order, ct, None, call_vjp)
         given = set()       # two leaves must never share one gradient array
         for leaf in leaves:
             g = ct.get(id(leaf))
-            if g is not None:
+            if g is None:
+                continue
+            if leaf.grad is None and type(g) is np.ndarray and g.base is None and g.dtype == leaf.data.dtype \
+                    and id(g) not in given:     # the common case: a fresh array becomes .grad as it is
+                gt = _new(Tensor)
+                gt.data, gt.grad, gt.name, gt.grad_fn, gt._requires_grad = g, None, None, None, False
+                leaf.grad = gt
+            else:
                 _accumulate(leaf, g, create_graph, copy=id(g) in given)
-                given.add(id(g))
+            given.add(id(g))
 
 
 def _tape_order(root: TapeNode) -> tuple[list, list]:
     """Nodes reachable from root, consumers first (by creation order: no recursion, no DFS
     post-order needed), and the leaf Tensors reached, in first-seen order."""
-    seen, leaves, leaf_ids, stack = {id(root): root}, [], set(), [root]
+    seen, leaves, stack = {id(root): root}, [], [root]
+    pop, push = stack.pop, stack.append
     while stack:
-        for p in stack.pop().parents:
+        for p in pop().parents:
             if p is None:
                 continue
             k = id(p)
-            if type(p) is TapeNode:
-                if k not in seen:
-                    seen[k] = p
-                    stack.append(p)
-            elif k not in leaf_ids:
-                leaf_ids.add(k)
-                leaves.append(p)
-    order = sorted(seen.values(), key=_seq_key, reverse=True)
+            if k not in seen:
+                seen[k] = p
+                if type(p) is TapeNode:
+                    push(p)
+                else:
+                    leaves.append(p)
+    order = [v for v in seen.values() if type(v) is TapeNode]
+    order.sort(key=_seq_key, reverse=True)
     return order, leaves
 
 

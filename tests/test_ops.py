@@ -428,3 +428,18 @@ def test_mixed_int_float_ops_give_float_and_gradients():
     y = (w * i).sum()
     y.backward()
     assert w.grad.tolist() == [3.0, 4.0] and w.grad.dtype == np.float32 and y.dtype.kind == 'f'
+
+
+def test_where_fast_path_keeps_inf_and_nan_semantics():
+    x = np.linspace(-3, 3, 3000).astype(np.float32)         # big enough for the x * mask fast path
+    x[[0, 5]] = [-np.inf, np.nan]
+    x[-1] = np.inf
+    out = mg.relu(mg.tensor(x)).numpy()
+    np.testing.assert_array_equal(out, np.where(x > 0, x, 0))
+    assert out[0] == 0 and out[5] == 0 and out[-1] == np.inf
+    c = x > 0
+    np.testing.assert_array_equal(mg.where(c, x, 0.0).numpy(), np.where(c, x, 0.0))
+    np.testing.assert_array_equal(mg.where(c, 0, x).numpy(), np.where(c, 0, x))
+    t = mg.tensor(np.linspace(-1, 1, 4096), requires_grad=True)
+    mg.relu(t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), (t.numpy() > 0).astype(np.float64))
