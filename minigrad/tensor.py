@@ -435,7 +435,10 @@ def eager_apply(prim, args, params):
             else:
                 parents = None
         if parents is not None:
-            t.grad_fn = TapeNode(prim, params, parents, vals, out if prim.saves_out else None)
+            node = t.grad_fn = _new(TapeNode)   # TapeNode(...) inlined: this is the hottest line of the tape
+            node.prim, node.params, node.parents, node.saved, node.retained = prim, params, parents, vals, None
+            node.out = out if prim.saves_out else None
+            node.seq = _next_seq()
             t._requires_grad = True
     if state.tapes:
         for tape in state.tapes:

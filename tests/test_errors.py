@@ -188,3 +188,31 @@ def test_symbol_and_tensor_mixed_is_clear():
         p = mg.placeholder(mg.float32, (2,))
         with pytest.raises(mg.GraphError):
             p + mg.tensor([1.0, 2.0])
+
+
+# ------------------------------------------------------------------ the testing helpers report clearly
+def test_gradcheck_reports_wrong_vjp():
+    from minigrad.core import Primitive, elementwise_rule
+    from minigrad.testing import gradcheck
+    bad = Primitive('bad_square', np.square, elementwise_rule, lambda n, g, out, x: (g * x * 3,))  # not in the table
+    with pytest.raises(AssertionError) as e:
+        gradcheck(lambda x, y: bad(x) * y, np.array([1.0, 2.0]), np.array([0.5, 0.25]))
+    msg = str(e.value)
+    assert 'gradcheck failed' in msg and 'input 0' in msg and 'MISMATCH' in msg and 'input 1' in msg
+    assert 'max abs error' in msg
+
+
+def test_numerical_grad_skips_integer_inputs():
+    from minigrad.testing import numerical_grad
+    g = numerical_grad(lambda x, i: x[i].sum(), np.array([1.0, 2.0, 3.0]), np.array([0, 0, 2]))
+    np.testing.assert_allclose(g[0], [2.0, 0.0, 1.0], atol=1e-6)
+    assert g[1] is None
+
+
+def test_assert_modes_agree_reports_the_mode():
+    from minigrad.testing import assert_modes_agree
+    f = lambda x: x * 2.0 if isinstance(x, mg.Tensor) else x * 3.0     # eager and static differ
+    with pytest.raises(AssertionError) as e:
+        assert_modes_agree(f, np.ones(3, np.float32))
+    msg = str(e.value)
+    assert 'session value != eager value' in msg and 'session gradient 0' in msg

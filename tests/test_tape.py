@@ -363,3 +363,22 @@ def test_non_leaf_grad_is_none_after_backward():
     h = x * 2
     (h * h).sum().backward()
     assert h.grad is None and x.grad is not None
+
+
+def test_fan_out_accumulation_with_retained_grad():
+    x = mg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    h = x * 1.0
+    h.retain_grad()
+    y = (h * 2 + h * 3 + h * h + h).sum()          # four paths into h: sums are added in place
+    y.backward()
+    np.testing.assert_allclose(h.grad.numpy(), 2 + 3 + 2 * h.numpy() + 1)
+    np.testing.assert_allclose(x.grad.numpy(), h.grad.numpy())
+    assert not np.shares_memory(x.grad.numpy(), h.grad.numpy())
+
+
+def test_docstring_examples_run():
+    import doctest, importlib
+    for name in ('minigrad.core', 'minigrad.tensor', 'minigrad.testing'):   # (mg.tensor is the function)
+        mod = importlib.import_module(name)
+        res = doctest.testmod(mod)
+        assert res.failed == 0 and res.attempted > 0, mod.__name__

@@ -375,7 +375,8 @@ def _group(graph: Graph) -> Graph:
     groups = {k: v for k, v in groups.items() if len(v) > 1}
     if not groups:
         return rebuild(graph)
-    return _emit_groups(graph, {id(n): k for k, v in groups.items() for n in v}, groups)
+    out = _emit_groups(graph, {id(n): k for k, v in groups.items() for n in v}, groups)
+    return rebuild(graph) if out is None else out
 
 
 def _emit_groups(graph, node_group, groups):
@@ -394,7 +395,7 @@ def _emit_groups(graph, node_group, groups):
             seen.add(u)
             units.append(u)
     producer = {id(o): node_group.get(id(n), id(n)) for n in graph.nodes for o in n.outputs}
-    order, done = [], set()
+    order, done, active = [], set(), set()
     for u in units:
         stack = [u]
         while stack:
@@ -402,12 +403,16 @@ def _emit_groups(graph, node_group, groups):
             if t in done:
                 stack.pop()
                 continue
+            active.add(t)
             pend = [producer[id(i)] for n in unit_nodes[t] for i in n.inputs
                     if producer[id(i)] != t and producer[id(i)] not in done]
+            if any(q in active for q in pend):
+                return None             # grouping made a cycle between units: caller keeps the graph unfused
             if pend:
                 stack.extend(pend)
             else:
                 done.add(t)
+                active.discard(t)
                 order.append(t)
                 stack.pop()
     new = Graph(graph.name, graph.parent)

@@ -249,7 +249,8 @@ def generate(inputs, ivals, outputs, allv, steps, nstate, single):
                 out = f'({r} if {" and ".join(conds)} else None)'
         if op in UFUNCS:
             args = ins + (['0'] if op == 'relu' else [])
-            line = f'{F(UFUNCS[op])}({", ".join(args + ([out] if out else []))})'
+            kw = op in ('maximum', 'relu')          # numpy 2.4 deprecates a positional out for these
+            line = f'{F(UFUNCS[op])}({", ".join(args + ([("out=" if kw else "") + out] if out else []))})'
         elif op in ('sum', 'max'):
             red = 'add.reduce' if op == 'sum' else 'maximum.reduce'
             dt = D(o.dtype) if o.dtype != st.ins[0].dtype else 'None'
