@@ -125,9 +125,8 @@ def _where_impl(c, x, y):
     # falls back to np.where when x holds inf/nan (inf * False would give nan instead of 0)
     if type(y) in (int, float) and y == 0 and type(x) is np.ndarray and x.dtype.kind == 'f' \
             and x.size >= 2048 and getattr(c, 'dtype', None) == np.bool_:
-        out = np.multiply(x, c)
-        if not np.isnan(out).any():
-            return out
+        if np.isfinite(x).all():
+            return np.multiply(x, c)
     return np.where(c, x, y)
 
 
