@@ -440,7 +440,7 @@ def eager_apply(prim, args, params):
             node.out = out if prim.saves_out else None
             node.seq = _next_seq()
             t._requires_grad = True
-    if state.tapes:
+    if state.tapes and state.grad_enabled:      # mg.no_grad() records nothing, on any tape
         for tape in state.tapes:
             tape.entries.append(TapeEntry(prim.name, args, params, t))
     return t
