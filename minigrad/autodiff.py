@@ -6,7 +6,7 @@ same value along different paths (the 'sum over paths' of the chain rule).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 

@@ -228,7 +228,7 @@ def _while_rule(*avals, cond_graph, body_graph, max_iterations, name):
 
 def _while_vjp(needs, gs, outs, *inputs, cond_graph, body_graph, max_iterations, name):
     n, nc = len(cond_graph.inputs), len(cond_graph.captures)
-    loop_vars, bcap = inputs[:n], inputs[n + nc:]
+    bcap = inputs[n + nc:]
     fl = [i for i in range(n) if _float(body_graph.inputs[i])]
     fc = [j for j, c in enumerate(bcap) if _float(c)]
     result = [None] * len(inputs)

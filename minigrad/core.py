@@ -10,7 +10,7 @@ decides *how* a primitive runs, by looking at its arguments (no global mode):
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import re
-from typing import Any
 
 import numpy as np
 
 from . import core, ops as P
-from .core import Aval, Primitive, PRIMITIVES, aval_of, describe, fmt_shape, DEFAULT_FLOAT
+from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
 from .errors import GraphError, TraceError, ShapeError, MinigradError
 from .functional import OpsMixin
 
@@ -24,9 +22,7 @@ from .functional import OpsMixin
 def _source(name, doc):
     def no_impl(*a, **k):
         raise GraphError(f'{name} nodes are evaluated by the interpreter, not called')
-    p = Primitive(name, no_impl, lambda *a, **k: None, None, doc=doc)
-    PRIMITIVES[name] = p
-    return p
+    return core.register_primitive(name, no_impl, lambda *a, **k: None, None, doc=doc)
 
 
 PLACEHOLDER = _source('placeholder', 'a value fed at run time through feed_dict')

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import fmt_shape
-from .errors import FeedError, MinigradError, GraphError, ShapeError
+from .errors import FeedError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Node
 
 

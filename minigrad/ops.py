@@ -12,15 +12,12 @@ import functools
 
 import numpy as np
 
-from .core import (Aval, Primitive, PRIMITIVES, elementwise_rule, broadcast_shapes, fmt_shape,
-                   describe, aval_of, bool_, normalize_axes, hooks)
+from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape,
+                   aval_of, bool_, normalize_axes, hooks, register_primitive)
 from .errors import ShapeError
 
 
-def prim(name, impl, rule, vjp=None, **flags) -> Primitive:
-    p = Primitive(name, impl, rule, vjp, **flags)
-    PRIMITIVES[name] = p
-    return p
+prim = register_primitive       # every record below goes into core.PRIMITIVES
 
 
 def ew(name, impl, vjp=None, **flags) -> Primitive:

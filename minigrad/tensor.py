@@ -16,7 +16,7 @@ import numpy as np
 
 from . import core, ops as P
 from .autodiff import reverse_sweep
-from .core import aval_of, describe, shape_error, DEFAULT_FLOAT
+from .core import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, MinigradError, ShapeError
 from .functional import OpsMixin, negative
 
@@ -137,6 +137,22 @@ def is_grad_enabled() -> bool:
 _NUMBER = {float, int, np.float32, np.float64}
 _INPLACE_UFUNC = {'+': np.add, '-': np.subtract, '*': np.multiply, '/': np.true_divide}
 _PLAIN = _NUMBER | {np.ndarray, bool}
+
+
+
+def _binop(prim, plain=_PLAIN, reflected=False):
+    """A Tensor operator: eager_apply directly for plain operands, core.apply (dispatch) otherwise."""
+    if reflected:
+        def op(self, o):
+            if type(o) in plain:
+                return eager_apply(prim, (o, self), {})
+            return core.apply(prim, o, self)
+    else:
+        def op(self, o):
+            if type(o) in plain or isinstance(o, Tensor):
+                return eager_apply(prim, (self, o), {})
+            return core.apply(prim, self, o)
+    return op
 
 
 class Tensor(OpsMixin):
@@ -310,15 +326,10 @@ class Tensor(OpsMixin):
 
     # -- operators: a fast path straight into the eager interpreter when the other operand is
     #    a Tensor, a number or an array (anything else, e.g. a Symbol, goes through core.apply)
-    def __add__(self, o):
-        if type(o) in _PLAIN or isinstance(o, Tensor):
-            return eager_apply(P.add, (self, o), {})
-        return core.apply(P.add, self, o)
-
-    def __radd__(self, o):
-        if type(o) in _PLAIN:
-            return eager_apply(P.add, (o, self), {})
-        return core.apply(P.add, o, self)
+    __add__, __radd__ = _binop(P.add), _binop(P.add, reflected=True)
+    __mul__, __rmul__ = _binop(P.mul), _binop(P.mul, reflected=True)
+    __truediv__, __matmul__ = _binop(P.div), _binop(P.matmul, {np.ndarray})
+    __gt__, __lt__ = _binop(P.greater), _binop(P.less)
 
     def __sub__(self, o):
         if type(o) in _NUMBER:
@@ -327,38 +338,8 @@ class Tensor(OpsMixin):
             return eager_apply(P.add, (self, eager_apply(P.neg, (o,), {})), {})
         return OpsMixin.__sub__(self, o)
 
-    def __mul__(self, o):
-        if type(o) in _PLAIN or isinstance(o, Tensor):
-            return eager_apply(P.mul, (self, o), {})
-        return core.apply(P.mul, self, o)
-
-    def __rmul__(self, o):
-        if type(o) in _PLAIN:
-            return eager_apply(P.mul, (o, self), {})
-        return core.apply(P.mul, o, self)
-
-    def __truediv__(self, o):
-        if type(o) in _PLAIN or isinstance(o, Tensor):
-            return eager_apply(P.div, (self, o), {})
-        return core.apply(P.div, self, o)
-
-    def __matmul__(self, o):
-        if type(o) is np.ndarray or isinstance(o, Tensor):
-            return eager_apply(P.matmul, (self, o), {})
-        return core.apply(P.matmul, self, o)
-
     def __neg__(self):
         return eager_apply(P.neg, (self,), {})
-
-    def __gt__(self, o):
-        if type(o) in _PLAIN or isinstance(o, Tensor):
-            return eager_apply(P.greater, (self, o), {})
-        return core.apply(P.greater, self, o)
-
-    def __lt__(self, o):
-        if type(o) in _PLAIN or isinstance(o, Tensor):
-            return eager_apply(P.less, (self, o), {})
-        return core.apply(P.less, self, o)
 
     def __iadd__(self, o):
         return self._inplace(P.add, o, '+')
