@@ -277,14 +277,34 @@ def exec_in_venv(cmd: list) -> None:
     os.execve(str(cmd[0]), [str(c) for c in cmd], venv_env())
 
 
+def lab_command(args: list[str]) -> list:
+    """The `jupyter lab` command line of `dev.py lab` (tests start the server with it too).
+
+    The server is rooted at the repository, so links from notebooks/ to ../exercises and
+    ../solutions work and the file browser reaches every folder; it opens the first lesson."""
+    cmd = [VPY, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}"]
+    if (ROOT / FIRST_LESSON).exists():
+        cmd.append(f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}")
+    if not WINDOWS:
+        # The launcher opens terminals in the file browser's folder (notebooks/ once the lesson is
+        # open); start them at the repository root, where the README's commands run. No login shell:
+        # it would reset PATH and lose the venv.
+        shell = f'cd {shlex.quote(str(ROOT))} && exec "${{SHELL:-/bin/sh}}"'
+        cmd.append("--ServerApp.terminado_settings=" + json.dumps({"shell_command": ["/bin/sh", "-c", shell]}))
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in args:
+        cmd.append("--allow-root")  # e.g. in a container; Jupyter refuses root otherwise
+    return cmd + list(args)
+
+
 def cmd_lab(args: list[str]) -> None:
     setup("lab")
-    target = [FIRST_LESSON] if (ROOT / FIRST_LESSON).exists() else []
-    if not target:
+    if not (ROOT / FIRST_LESSON).exists():
         say(f"{FIRST_LESSON} does not exist yet; opening JupyterLab at the repository root")
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in args:
-        args = ["--allow-root", *args]  # e.g. in a container; Jupyter refuses root otherwise
-    exec_in_venv([VPY, "-m", "jupyter", "lab", *target, *args])
+    if not shutil.which("dot") and quiet([VPY, "-c", "import pygraphviz"]).returncode != 0:
+        say("NOTE: neither the Graphviz `dot` program nor the pygraphviz wheel is available, so graphs "
+            "will not draw. Install one: .venv/bin/python -m pip install pygraphviz, or apt-get/brew "
+            "install graphviz")
+    exec_in_venv(lab_command(args))
 
 
 def cmd_test(args: list[str]) -> None:

@@ -201,6 +201,31 @@ def fused_case(n, rng):
     return {'numpy': lambda: np.maximum(a * b + c, 0) * d - e, 'compiled': lambda: prog(a, b, c, d, e)}, prog
 
 
+# ------------------------------------------------------------------ compile cost
+def deep_chain_case(n):
+    """A chain of n scalar ops (mul, tanh alternating) and its gradient: the tape's forward +
+    backward against building the graph, mg.gradients, compiling and one Session run."""
+    def tape():
+        x = mg.tensor(np.float32(0.5), requires_grad=True)
+        y = x
+        for i in range(n):
+            y = mg.tanh(y) if i % 2 else y * 1.01
+        y.backward()
+        return x.grad.item()
+
+    def static():
+        g = mg.Graph()
+        with g.as_default():
+            x = mg.placeholder(mg.float32, (), name='x')
+            y = x
+            for i in range(n):
+                y = mg.tanh(y) if i % 2 else y * 1.01
+            gx, = mg.gradients(y, [x])
+        return float(mg.Session(g).run(gx, {x: np.float32(0.5)}))
+    assert np.isclose(tape(), static(), rtol=1e-4)
+    return {'tape': tape, 'compiled': static}
+
+
 # ------------------------------------------------------------------ main
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -253,6 +278,17 @@ def main(argv=None):
     target('elementwise: compiled / numpy', t['compiled'] / t['numpy'], '<= 0.95', t['compiled'] / t['numpy'] <= 0.95)
     extra = peak_bytes(variants['compiled']) - n * 4
     target('elementwise: temporaries (bytes beyond the output)', extra, '< 4096', extra < 4096)
+
+    small, big = (1000, 4000) if opts.quick else (5000, 20000)
+    cost = {}
+    for n in (small, big):
+        cost[n] = timeit(deep_chain_case(n), 1 if opts.quick else 3, 0.0)
+        rows.append({'case': f'gradients of a {n}-op chain: build+compile+run vs tape',
+                     **{k: v * 1e6 for k, v in cost[n].items()}})
+    growth = cost[big]['compiled'] / cost[small]['compiled']
+    target(f'compile cost growth {small} -> {big} ops', growth, '<= 5', growth <= 5)
+    ratio = cost[big]['compiled'] / cost[big]['tape']
+    target(f'compile cost {big} ops: static / tape', ratio, '<= 40', ratio <= 40)
 
     cols = ['numpy', 'tape', 'compiled', 'torch']
     print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')

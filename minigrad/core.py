@@ -186,9 +186,17 @@ def broadcast_shapes(op: str, *shapes, args=None) -> tuple | None:
     return tuple(out)
 
 
-def elementwise_rule(*avals, _op='elementwise', **params) -> Aval:
+def elementwise_rule(*avals, _op='elementwise', _ufunc=None, **params) -> Aval:
+    """Broadcast shapes; the dtype is the one numpy's ufunc gives (int / 2 and exp(int) are floats)."""
     shape = broadcast_shapes(_op, *[a.shape for a in avals])
-    return Aval(shape, np.result_type(*[a.dtype for a in avals]))
+    dtypes = [a.dtype for a in avals]
+    if _ufunc is None:
+        return Aval(shape, np.result_type(*dtypes))
+    try:
+        return Aval(shape, _ufunc.resolve_dtypes((*dtypes, None))[-1])
+    except TypeError:           # numpy has no loop for these dtypes (e.g. -bool)
+        raise ShapeError(f'{_op}: numpy cannot compute it for dtypes {", ".join(map(str, dtypes))}; '
+                         f'convert the inputs with .astype(...) first') from None
 
 
 def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:

@@ -10,8 +10,8 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .core import apply, hooks, aval_of, normalize_axes, DEFAULT_FLOAT
-from .errors import GraphError
+from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, DEFAULT_FLOAT
+from .errors import GraphError, ShapeError
 
 
 def _is_value(x) -> bool:
@@ -120,8 +120,10 @@ def sigmoid(x):
 
 
 def abs(x):
+    """|x| with PyTorch's edge values: abs(-0.0) is +0.0 and the gradient at 0 (and nan) is 0."""
     (x,) = _lift(x)
-    return P.where(P.less(x, 0), P.neg(x), x)
+    rest = P.where(P.less(x, 0), P.neg(x), P.stop_gradient(P.add(x, 0)))     # -0.0 + 0 is +0.0
+    return P.where(P.greater(x, 0), x, rest)
 
 
 def stop_gradient(x):
@@ -169,7 +171,8 @@ def mean(x, axis=None, keepdims=False):
     dims = None if av.shape is None else \
         [d for i, d in enumerate(av.shape) if axes is None or i in axes]
     if dims is not None and None not in dims:
-        return P.mul(s, 1.0 / builtins.max(1, int(np.prod(dims))))
+        n = int(np.prod(dims))
+        return P.mul(s, 1.0 / n if n else np.nan)       # the mean of nothing is nan (numpy, PyTorch)
     ones = P.broadcast_like(np.ones((), av.dtype), x)
     return P.div(s, P.sum_(ones, axis=axes, keepdims=keepdims))
 
@@ -181,6 +184,8 @@ def logsumexp(x, axis=None, keepdims=False):
     (x,) = _lift(x)
     axes = _axes(x, axis, 'logsumexp')
     m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True))
+    # an infinite max shifts by 0 instead (as PyTorch): all -inf gives -inf, not -inf - -inf = nan
+    m = P.where(P.mul(P.less(m, np.inf), P.greater(m, -np.inf)), m, 0)     # bool * bool: and
     s = P.sum_(P.exp(P.add(x, P.neg(m))), axis=axes, keepdims=keepdims)
     m_out = m if keepdims else P.sum_(m, axis=axes, keepdims=False)   # summing size-1 axes squeezes them
     return P.add(P.log(s), m_out)
@@ -194,8 +199,11 @@ def softmax(x, axis=-1):
 
 
 def log_softmax(x, axis=-1):
+    """x - max - log(sum(exp(x - max))): unlike logsumexp, an infinite max is not masked (as PyTorch)."""
     (x,) = _lift(x)
-    return P.add(x, P.neg(logsumexp(x, axis=axis, keepdims=True)))
+    axes = _axes(x, axis, 'log_softmax')
+    z = P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True))))
+    return P.add(z, P.neg(P.log(P.sum_(P.exp(z), axis=axes, keepdims=True))))
 
 
 # ------------------------------------------------------------------ shapes
@@ -234,12 +242,26 @@ def concatenate(xs, axis=0):
 
 
 def stack(xs, axis=0):
-    """Stack along a new axis: each input gets a size-1 axis, then concatenate."""
-    xs = _lift(*xs)
-    shape = aval_of(xs[0]).shape
-    ax = axis % (len(shape) + 1)
-    new = tuple(-1 if d is None else d for d in shape)
-    return P.concatenate(*[P.reshape(x, shape=new[:ax] + (1,) + new[ax:]) for x in xs], axis=ax)
+    """Stack along a new axis: each input gets a size-1 axis (x[:, None]), then concatenate."""
+    xs = [x if _is_value(x) else np.asarray(x) for x in xs]
+    if not xs:
+        raise ShapeError('stack: needs at least one tensor')
+    if not builtins.any(_is_value(x) for x in xs):
+        xs[0] = _lift(xs[0])[0]
+    shapes = [aval_of(x).shape for x in xs]
+    known = [s for s in shapes if s is not None]
+    for s in known[1:]:
+        if len(s) != len(known[0]) or builtins.any(a != b for a, b in zip(s, known[0]) if None not in (a, b)):
+            raise ShapeError(f'stack: all inputs need the same shape; got {fmt_shape(known[0])} and '
+                             f'{fmt_shape(s)}. Reshape them first, or use mg.concatenate to join along an '
+                             f'existing axis.')
+    nd = len(known[0]) if known else None
+    if nd is None and axis < 0 or nd is not None and not -nd - 1 <= axis <= nd:
+        raise ShapeError(f'stack: axis {axis} is out of range for inputs of shape '
+                         f'{fmt_shape(known[0]) if known else "?"} (the result has one more dimension)')
+    ax = axis if axis >= 0 else axis + nd + 1
+    idx = (slice(None),) * ax + (None,)
+    return P.concatenate(*[P.getitem(x, idx=idx) for x in xs], axis=ax)
 
 
 def cast(x, dtype):
@@ -257,8 +279,11 @@ def _index(idx):
                              'is built (use a constant, or mg.where for data-dependent selection)')
         if isinstance(i, hooks.tensor_type):
             i = i.data
-        if isinstance(i, (list, np.ndarray)):
+        if isinstance(i, list):
             i = np.asarray(i)
+            if i.size == 0:             # x[[]]: an empty int index (np.asarray([]) is float64)
+                i = i.astype(np.int64)
+        if isinstance(i, np.ndarray):
             if i.ndim == 0:
                 i = i.item()
         elif isinstance(i, np.integer):
@@ -320,3 +345,9 @@ class OpsMixin:
     def logsumexp(self, axis=None, keepdims=False): return logsumexp(self, axis, keepdims)
     def abs(self): return abs(self)
     def astype(self, dtype): return cast(self, dtype)
+    # Tensor has its own versions of these five (same meaning; detach shares the data)
+    def detach(self): return P.stop_gradient(self)
+    def clone(self): return cast(self, self.dtype)
+    def to(self, dtype): return cast(self, dtype)
+    def float(self): return cast(self, DEFAULT_FLOAT)
+    def double(self): return cast(self, np.float64)

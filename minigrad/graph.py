@@ -49,7 +49,8 @@ class Symbol(OpsMixin):
     __array_ufunc__ = None
 
     def __init__(self, node, index, shape, dtype, name):
-        self.node, self.index, self.shape, self.dtype, self.name = node, index, shape, np.dtype(dtype), name
+        dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)     # np.dtype() costs a microsecond
+        self.node, self.index, self.shape, self.dtype, self.name = node, index, shape, dtype, name
 
     graph = property(lambda self: self.node.graph)
     op = property(lambda self: self.node.op)
@@ -186,6 +187,7 @@ class Graph:
         self.inputs: list[Symbol] = []       # for sub-graphs: the function's parameters
         self.outputs: list[Symbol] = []      # for sub-graphs: the function's results
         self.capture_tensor = None           # set by mg.trace: how to turn a Tensor into a Symbol
+        self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
         self._names: dict[str, int] = {}
 
     # -- building
@@ -305,27 +307,10 @@ class Graph:
         for outer, inner in self.captures:
             defined.add(id(inner))
         for node in self.nodes:
-            where = f'node `{self.format_node(node)}`'
-            for s in node.inputs:
-                if not isinstance(s, Symbol) or id(s) not in defined:
-                    name = getattr(s, 'name', repr(s))
-                    raise GraphError(f'verify: {where} uses {name!r}, which is not defined before it in this graph')
-            if node.op not in SOURCE_OPS and node.op not in STATEFUL_OPS:
-                try:
-                    avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **_rule_params(node))
-                except MinigradError as e:
-                    raise GraphError(f'verify: {where} fails its shape rule: {e}') from None
-                avals = avals if isinstance(avals, (list, tuple)) and not isinstance(avals, Aval) else [avals]
-                if len(avals) != len(node.outputs):
-                    raise GraphError(f'verify: {where} has {len(node.outputs)} outputs, its rule gives {len(avals)}')
-                for o, av in zip(node.outputs, avals):
-                    if not _shapes_compatible(o.shape, av.shape) or np.dtype(o.dtype) != np.dtype(av.dtype):
-                        raise GraphError(f'verify: {where}: output {o.name} is recorded as {o.dtype} '
-                                         f'{fmt_shape(o.shape)} but the rule gives {av.dtype} {fmt_shape(av.shape)}')
-            for o in node.outputs:
-                if o.node is not node:
-                    raise GraphError(f'verify: {where}: output {o.name} points at another node')
-                defined.add(id(o))
+            problem = _check_node(node, defined)
+            if problem:         # the message (which formats the node) is only built for a bad node
+                raise GraphError(f'verify: node `{self.format_node(node)}` {problem}')
+            defined.update(id(o) for o in node.outputs)
             for v in node.params.values():
                 if isinstance(v, Graph):
                     v.verify()
@@ -342,6 +327,29 @@ class Graph:
             yield self
         finally:
             _stack.pop()
+
+
+def _check_node(node, defined) -> str | None:
+    """What is wrong with `node` (inputs defined before it, shape rule, outputs), or None."""
+    for s in node.inputs:
+        if not isinstance(s, Symbol) or id(s) not in defined:
+            return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
+    if node.op not in SOURCE_OPS and node.op not in STATEFUL_OPS:
+        try:
+            avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **_rule_params(node))
+        except MinigradError as e:
+            return f'fails its shape rule: {e}'
+        avals = avals if isinstance(avals, (list, tuple)) and not isinstance(avals, Aval) else [avals]
+        if len(avals) != len(node.outputs):
+            return f'has {len(node.outputs)} outputs, its rule gives {len(avals)}'
+        for o, av in zip(node.outputs, avals):
+            if not _shapes_compatible(o.shape, av.shape) or np.dtype(o.dtype) != np.dtype(av.dtype):
+                return (f'output {o.name} is recorded as {o.dtype} {fmt_shape(o.shape)} but the rule gives '
+                        f'{av.dtype} {fmt_shape(av.shape)}')
+    for o in node.outputs:
+        if o.node is not node:
+            return f'output {o.name} points at another node'
+    return None
 
 
 def _rule_params(node):

@@ -21,6 +21,14 @@ def needed_nodes(graph: Graph, fetches) -> list[Node]:
     return [n for n in graph.nodes if id(n) in need]
 
 
+def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:
+    """The error for a placeholder that the fetches need but nobody fed."""
+    users = [f.name for f in fetches if placeholder.node in needed_nodes(graph, [f])]
+    return FeedError(f"placeholder '{placeholder.name}' (shape {fmt_shape(placeholder.shape)}, {placeholder.dtype}) "
+                     f"needs a value: the fetch {', '.join(repr(u) for u in users)} depends on it. Add it to "
+                     f'feed_dict, e.g. sess.run(..., feed_dict={{{placeholder.name}: value}}).')
+
+
 def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, state: dict | None = None,
              nodes: list[Node] | None = None) -> list:
     """Values of `fetches`. ``feeds`` maps id(Symbol) -> array; ``state`` maps id(variable node) -> array."""
@@ -39,10 +47,7 @@ def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, sta
                     state[id(node)] = np.array(node.params['initial_value'])
                 env[id(s)] = state[id(node)]
             else:
-                users = [f.name for f in fetches if node in needed_nodes(graph, [f])]
-                raise FeedError(f"placeholder '{s.name}' (shape {fmt_shape(s.shape)}, {s.dtype}) needs a value: "
-                                f"the fetch {', '.join(repr(u) for u in users)} depends on it. Add it to feed_dict, e.g. "
-                                f'sess.run(..., feed_dict={{{s.name}: value}}).')
+                raise missing_feed_error(graph, s, fetches)
             continue
         if op == 'constant':
             env[id(out[0])] = node.params['value']

@@ -9,6 +9,7 @@ VJP signature: ``vjp(needs, g, out, *inputs, **params)``.
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -22,7 +23,8 @@ prim = register_primitive       # every record below goes into core.PRIMITIVES
 
 def ew(name, impl, vjp=None, **flags) -> Primitive:
     """An elementwise primitive (numpy broadcasting, dtype promotion)."""
-    return prim(name, impl, functools.partial(elementwise_rule, _op=name), vjp, elementwise=True, **flags)
+    return prim(name, impl, functools.partial(elementwise_rule, _op=name, _ufunc=impl), vjp, elementwise=True,
+                **flags)
 
 
 def _ndim(x):
@@ -98,12 +100,35 @@ mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
     _unbroadcast(neg(div(mul(g, x), mul(y, y))), y) if n[1] else None))
-pow_ = ew('pow', np.power, lambda n, g, out, x, y: (
-    _unbroadcast(mul(mul(g, y), pow_(x, add(y, -1))), x) if n[0] else None,
-    _unbroadcast(mul(mul(g, pow_(x, y)), log(x)), y) if n[1] else None))
-maximum = ew('maximum', np.maximum, lambda n, g, out, x, y: (   # ties share the gradient (as PyTorch)
-    _unbroadcast(add(mul(g, greater(x, y)), mul(mul(g, 0.5), equal(x, y))), x) if n[0] else None,
-    _unbroadcast(add(mul(g, less(x, y)), mul(mul(g, 0.5), equal(x, y))), y) if n[1] else None))
+
+
+def _pow_vjp(n, g, out, x, y):
+    """PyTorch's masks: d/dx is 0 where y == 0 (y * x**(y-1) would be nan at x = 0), and
+    d/dy = x**y * log(x) is 0 where x == 0 and y >= 0."""
+    gx = gy = None
+    if n[0]:
+        if type(y) in (int, float):     # x ** c: no masks needed
+            gx = where(True, 0, g) if y == 0 else mul(mul(g, y), pow_(x, y - 1))
+        else:
+            y0 = equal(y, 0)
+            gx = where(y0, 0, mul(mul(g, y), pow_(x, add(where(y0, 1, y), -1))))   # no 0 ** -1 warning
+        gx = _unbroadcast(gx, x)
+    if n[1]:
+        x0 = mul(equal(x, 0), greater_equal(y, 0))      # bool * bool: and
+        gy = _unbroadcast(mul(g, where(x0, 0, mul(pow_(x, y), log(where(x0, 1, x))))), y)  # no log(0) warning
+    return gx, gy
+
+
+def _maximum_vjp(n, g, out, x, y):
+    """Ties share the gradient; a nan passes it to both inputs (as PyTorch)."""
+    tie = equal(x, y)
+    half = where(tie, mul(g, 0.5), g)
+    return (_unbroadcast(where(less(x, y), 0, half), x) if n[0] else None,
+            _unbroadcast(where(greater(x, y), 0, half), y) if n[1] else None)
+
+
+pow_ = ew('pow', np.power, _pow_vjp)
+maximum = ew('maximum', np.maximum, _maximum_vjp)
 neg = ew('neg', np.negative, lambda n, g, out, x: (neg(g),))
 exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True)
 log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
@@ -194,7 +219,8 @@ sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, kee
 
 def _max_vjp(n, g, out, x, axis=None, keepdims=False):
     axes = _kept_axes(x, axis, keepdims)
-    mask = cast(equal(x, broadcast_like(out, x, axes=axes)), dtype=aval_of(g).dtype)   # ties share equally
+    # ties share equally; a nan max goes to the nans (add of bools: or)
+    mask = cast(add(equal(x, broadcast_like(out, x, axes=axes)), not_equal(x, x)), dtype=aval_of(g).dtype)
     count = broadcast_like(sum_(mask, axis=axis, keepdims=True), x)
     return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
 
@@ -252,18 +278,76 @@ broadcast_to = prim('broadcast_to', lambda x, shape: np.broadcast_to(x, shape), 
 
 
 # ------------------------------------------------- indexing
-_BIG = 1 << 20     # stands in for an unknown dim when a shape rule probes numpy
+def _slice_len(s: slice, n):
+    """len(range(n)[s]); for an unknown n (None) only an always-empty slice has a known length."""
+    if n is not None:
+        return len(range(*s.indices(n)))
+    start, stop, step = (None if v is None else operator.index(v) for v in (s.start, s.stop, s.step))
+    if step == 0:
+        raise ValueError('slice step cannot be zero')
+    if start is not None and stop is not None and (start < 0) == (stop < 0) and \
+            (stop <= start if (step or 1) > 0 else stop >= start):
+        return 0
+    return None
 
 
 def _getitem_rule(x, idx):
+    """numpy's indexing on shapes, with unknown (None) dims: ints and slices, None, one Ellipsis, and
+    int/bool arrays (advanced: their broadcast shape replaces the dims they index, in place when they
+    are adjacent in the index, else in front; ints next to arrays count as advanced too)."""
     if x.shape is None:
         return Aval(None, x.dtype)
-    probe = np.broadcast_to(np.empty((), x.dtype), tuple(_BIG if d is None else d for d in x.shape))
+    items = [np.asarray(i) if isinstance(i, (np.ndarray, bool, np.bool_)) else i for i in idx]
+    arrays = any(isinstance(i, np.ndarray) for i in items)
+    used = sum(0 if i is None or i is Ellipsis else
+               i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1 for i in items)
+    shape, nd = x.shape, len(x.shape)
+    out, adv_shapes, adv_pos, adv_at, dim = [], [], [], None, 0
     try:
-        shape = probe[idx].shape
-    except IndexError as e:
+        if sum(i is Ellipsis for i in items) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if used > nd:
+            raise IndexError(f'too many indices ({used}) for {nd} dimensions')
+        for pos, i in enumerate(items):
+            if i is None:
+                out.append(1)
+            elif i is Ellipsis:
+                out.extend(shape[dim:dim + nd - used])
+                dim += nd - used
+            elif isinstance(i, slice):
+                out.append(_slice_len(i, shape[dim]))
+                dim += 1
+            elif isinstance(i, (int, np.integer, np.ndarray)):
+                i = np.asarray(i)
+                if i.dtype == np.bool_:         # a mask: its dims must match, it gives one dim of its count
+                    for k, d in enumerate(i.shape):
+                        if shape[dim + k] not in (None, d):
+                            raise IndexError(f'the boolean index has size {d} on axis {dim + k}, '
+                                             f'which has size {shape[dim + k]}')
+                    adv_shapes.append((int(np.count_nonzero(i)),))
+                    dim += i.ndim
+                elif i.dtype.kind in 'iu':
+                    d = shape[dim]
+                    if i.size and d is not None and not -d <= i.min() <= i.max() < d:
+                        raise IndexError(f'index {i.max() if i.max() >= d else i.min()} is out of bounds '
+                                         f'for axis {dim} with size {d}')
+                    adv_shapes.append(i.shape)
+                    dim += 1
+                    if not arrays:
+                        continue                # a plain int removes its dim
+                else:
+                    raise IndexError('arrays used as indices must be of integer (or boolean) type')
+                adv_pos.append(pos)
+                adv_at = len(out) if adv_at is None else adv_at
+            else:
+                raise IndexError('only integers, slices (`:`), ellipsis (`...`), None and integer or '
+                                 'boolean arrays are valid indices')
+        if adv_pos:
+            at = adv_at if adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) else 0
+            out[at:at] = np.broadcast_shapes(*adv_shapes)
+    except (IndexError, ValueError, TypeError, OverflowError) as e:
         raise ShapeError(f'getitem: index {_fmt_idx(idx)} does not fit {describe_aval(x)}: {e}') from None
-    return Aval(tuple(None if d == _BIG else d for d in shape), x.dtype)
+    return Aval(tuple(out) + tuple(shape[dim:]), x.dtype)
 
 
 def _fmt_idx(idx):

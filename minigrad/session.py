@@ -23,6 +23,7 @@ class Session:
     def __init__(self, graph: Graph | None = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.state: dict[int, np.ndarray] = {}      # id(variable node) -> current value
+        self._programs: dict = {}                   # (fetch ids, feed signature) -> Program
         self._closed = False
 
     def __enter__(self):
@@ -54,40 +55,29 @@ class Session:
         return _unflatten(template, iter(values))
 
     def _execute(self, fetches, feeds):
-        """Run a compiled Program, cached per (fetch set, feed signature); graphs the compiler
-        cannot handle fall back to the reference interpreter."""
-        from . import interpreter
+        """Run the compiled Program for this (fetch set, feed signature), compiling it on first use.
+
+        There is no second path: if compiling or running fails, the error reaches the caller."""
         from .compiler import compile as compile_program
+        from .interpreter import missing_feed_error, needed_nodes
         key = (tuple(map(id, fetches)),) + tuple(sorted((k, v.shape, v.dtype.str) for k, v in feeds.items()))
-        cache = self.__dict__.setdefault('_programs', {})
-        prog = cache.get(key, False)
-        if prog is False:
-            syms = {id(n.outputs[0]): n.outputs[0] for n in self.graph.nodes if n.op in ('placeholder', 'variable')}
-            fed = sorted(feeds)
-            try:
-                prog = compile_program(list(fetches), [syms[k] for k in fed],
-                                       input_shapes=[feeds[k].shape for k in fed])
-                prog._feed_order = fed
-            except Exception as e:              # e.g. a missing feed: the interpreter explains it
-                prog = None
-                self.__dict__.setdefault('_compile_errors', {})[key] = e
-            cache[key] = prog
-        if prog is not None:
-            states = [self.state.get(id(v.node)) for v in prog.variables]
-            for i, v in enumerate(prog.variables):
-                if states[i] is None:
-                    states[i] = self.state[id(v.node)] = np.array(v.node.params['initial_value'])
-            try:
-                out = prog._run(*[feeds[k] for k in prog._feed_order], states)
-            except Exception:
-                out = None               # run it node by node below for a precise error
-            if out is not None:
-                for v, s in zip(prog.variables, states):
-                    self.state[id(v.node)] = s
-                return out
-        state_arrays = {id(v) for v in self.state.values()}
-        return [np.array(v) if isinstance(v, np.ndarray) and (not v.flags.owndata or id(v) in state_arrays) else v
-                for v in interpreter.evaluate(self.graph, fetches, feeds, self.state)]
+        prog = self._programs.get(key)
+        if prog is None:
+            needed = needed_nodes(self.graph, fetches)
+            for node in needed:
+                if node.op == 'placeholder' and id(node.outputs[0]) not in feeds:
+                    raise missing_feed_error(self.graph, node.outputs[0], fetches)
+            fed = [n.outputs[0] for n in needed if id(n.outputs[0]) in feeds]
+            prog = compile_program(list(fetches), fed, input_shapes=[feeds[id(s)].shape for s in fed])
+            self._programs[key] = prog
+        states = [self.state.get(id(v.node)) for v in prog.variables]
+        for i, v in enumerate(prog.variables):
+            if states[i] is None:
+                states[i] = np.array(v.node.params['initial_value'])
+        out = prog.run([feeds[id(s)] for s in prog.inputs], states)
+        for v, s in zip(prog.variables, states):       # only a run that finished updates the state
+            self.state[id(v.node)] = s
+        return out
 
     def _check_feeds(self, feed_dict) -> dict:
         feeds = {}

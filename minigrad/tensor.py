@@ -52,6 +52,7 @@ class TapeEntry(NamedTuple):
     inputs: tuple
     params: dict
     output: Any
+    no_grad: bool = False           # run inside mg.no_grad() (only tapes made with record_no_grad=True)
 
 
 class Tape:
@@ -65,8 +66,9 @@ class Tape:
     ['mul', 'add']
     """
 
-    def __init__(self):
+    def __init__(self, record_no_grad: bool = False):
         self.entries: list[TapeEntry] = []
+        self.record_no_grad = record_no_grad   # mg.trace(symbolic=False) needs no_grad ops too
 
     def __enter__(self):
         state.tapes.append(self)
@@ -264,10 +266,14 @@ class Tensor(OpsMixin):
 
     def detach(self) -> 'Tensor':
         """A tensor with the same data that records nothing (shares the array)."""
-        return Tensor._make(self.data)
+        out = Tensor._make(self.data)
+        if state.tapes:                 # a tape still sees it, so a recorded trace keeps the data flow
+            _record('stop_gradient', (self,), {}, out)
+        return out
 
     def clone(self) -> 'Tensor':
-        return P.mul(self, 1)
+        """A copy that stays on the tape (gradients flow through it), with the same dtype."""
+        return P.cast(self, dtype=self.data.dtype)
 
     # -- autograd
     def retain_grad(self):
@@ -319,6 +325,9 @@ class Tensor(OpsMixin):
         if res.data.shape != self.data.shape:
             raise ShapeError(f"in-place '{sym}=': the result has shape {res.data.shape} but {describe(self)} "
                              f'cannot change shape in place; write x = x {sym} y instead')
+        for tape in state.tapes:        # from now on this tensor *is* the result: say so on the tape
+            if tape.entries and tape.entries[-1].output is res:
+                tape.entries[-1] = tape.entries[-1]._replace(output=self)
         self.data, self.grad_fn = res.data, res.grad_fn
         if res.grad_fn is not None:
             self._requires_grad = True
@@ -367,8 +376,14 @@ class Tensor(OpsMixin):
         return f'tensor({body}{extra})'
 
     def _repr_html_(self):
+        """Jupyter shows the values; a tensor with a recorded graph adds its drawing, folded away."""
         import html
-        return f'<pre>{html.escape(repr(self))}</pre>'
+        text = f'<pre>{html.escape(repr(self))}</pre>'
+        if self.grad_fn is None:
+            return text
+        from . import viz
+        svg = viz.mimebundle(self).get('image/svg+xml')
+        return text + (f'<details><summary>graph</summary>{svg}</details>' if svg else '')
 
 
 def _to_array(data, dtype=None) -> np.ndarray:
@@ -421,10 +436,16 @@ def eager_apply(prim, args, params):
             node.out = out if prim.saves_out else None
             node.seq = _next_seq()
             t._requires_grad = True
-    if state.tapes and state.grad_enabled:      # mg.no_grad() records nothing, on any tape
-        for tape in state.tapes:
-            tape.entries.append(TapeEntry(prim.name, args, params, t))
+    if state.tapes:
+        _record(prim.name, args, params, t)
     return t
+
+
+def _record(op, args, params, out):
+    """Append an op to the active tapes (mg.no_grad() records nothing, except for tracing tapes)."""
+    for tape in state.tapes:
+        if state.grad_enabled or tape.record_no_grad:
+            tape.entries.append(TapeEntry(op, args, params, out, not state.grad_enabled))
 
 
 _new = object.__new__

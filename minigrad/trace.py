@@ -24,6 +24,7 @@ from .errors import TraceError, FeedError
 from .graph import Graph, Symbol, Variable, placeholder, constant
 from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor
+from .compiler import compile as compile_graph
 
 
 def _as_array(x) -> np.ndarray:
@@ -91,7 +92,7 @@ class TracedFunction:
 
 
 def _run(traced: TracedFunction, arrays) -> list:
-    """Evaluate the traced graph: the compiled Program if there is one, else the reference interpreter."""
+    """Evaluate the traced graph: its compiled Program under mg.jit, the reference interpreter for mg.trace."""
     if traced.program is not None:
         return list(traced.program(*arrays, *[t.data for _, t in traced.params]))
     from .interpreter import evaluate
@@ -163,7 +164,7 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
         g.capture_tensor = None
     else:
         ins = [Tensor._make(np.array(a)) for a in arrays]
-        with Tape() as tape:
+        with Tape(record_no_grad=True) as tape:
             out = fn(*ins)
         env: dict = {}
         with g.as_default():
@@ -177,6 +178,8 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
 
             for e in tape.entries:     # each recorded op -> one node, same primitive and params
                 res = core.apply(PRIMITIVES[e.op], *[sym(a) for a in e.inputs], **e.params)
+                if e.no_grad:          # computed under mg.no_grad(): the graph must not differentiate it
+                    res = core.apply(PRIMITIVES['stop_gradient'], res)
                 env[id(e.output)] = res
         outputs, template = _outputs(g, out, lambda o: g.lift(sym(o)))
     return TracedFunction(fn, g, inputs, outputs, template, hook.params, symbolic)
@@ -184,7 +187,7 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
 
 class JitFunction:
     """``mg.jit(fn)``: traces on the first call for each input signature (shapes and dtypes),
-    compiles the graph when ``minigrad.compiler`` can, and reuses it. ``trace_count``
+    compiles the graph with ``mg.compile`` and reuses it (a graph that cannot be compiled is an error). ``trace_count``
     counts the traces; ``traces`` maps signature -> TracedFunction; ``graph`` is the latest.
 
     >>> import minigrad as mg, numpy as np
@@ -204,19 +207,12 @@ class JitFunction:
         sig = tuple((a.shape, a.dtype.str) for a in arrays)
         traced = self.traces.get(sig)
         if traced is None:
-            traced = self.traces[sig] = trace(self.fn, *arrays)
-            traced.program = _compile(traced, arrays)
+            traced = trace(self.fn, *arrays)
+            traced.program = compile_graph(traced.outputs, list(traced.inputs) + [v for v, _ in traced.params])
+            self.traces[sig] = traced
             self.trace_count += 1
         self._last = traced
-        try:
-            return traced(*args)
-        except FeedError:
-            raise
-        except Exception:
-            if traced.program is None:
-                raise
-            traced.program = None            # the compiler could not run this graph: interpret it
-            return traced(*args)
+        return traced(*args)
 
     @property
     def graph(self) -> Graph | None:
@@ -228,23 +224,6 @@ class JitFunction:
     def _repr_mimebundle_(self, include=None, exclude=None):
         from . import viz
         return viz.mimebundle(self._last)
-
-
-def _compile(traced, arrays):
-    """A compiled Program for the traced graph, or None if there is no compiler or it cannot handle
-    the graph (it fails, or its first run disagrees with the reference interpreter)."""
-    try:
-        from .compiler import compile as compile_graph
-        program = compile_graph(traced.outputs, list(traced.inputs) + [v for v, _ in traced.params])
-        traced.program = program
-        got = _run(traced, arrays)
-        traced.program = None
-        want = _run(traced, arrays)
-        ok = all(np.shape(a) == np.shape(b) and np.allclose(a, b, equal_nan=True) for a, b in zip(got, want))
-        return program if ok and len(got) == len(want) else None
-    except Exception:
-        traced.program = None
-        return None
 
 
 def jit(fn) -> JitFunction:

@@ -164,7 +164,7 @@ def build(np, B, K, conv):
         if v2.__class__ is not ndarray or v2.dtype != dt_float32 or v2.shape != (3,): v2 = conv(2, v2)  # b
         np_multiply(v0, v1, b0)  # add:mul = mul
         np_add(b0, v2, b0)  # add = add
-        r_0 = b0; b0 = np_empty((3,), dt_float32)
+        r_0 = b0; b0 = np_empty((3,), dt_float32)  # hand the buffer to the caller
         return r_0
     return run
 '''

@@ -110,15 +110,19 @@ def compile(outputs, inputs=(), passes=None, *, input_shapes=None) -> Program:
     g = _import(outs, inputs, input_shapes).verify()
     history = [('input', g)]
     counts = {'input': len(g.nodes)}
+    declined = {}
     for name, p in _resolve(passes):
         new = p(g)
         if not isinstance(new, Graph):
             raise GraphError(f'compile: pass {name!r} returned {type(new).__name__}, not a Graph')
         try:
-            new.verify()
+            if new is not g:            # a pass that changed nothing returns its input
+                new.verify()
         except GraphError as e:
             raise GraphError(f'compile: the graph is invalid after pass {name!r}: {e}') from None
         g = new
+        if g.notes and g is not history[-1][1]:
+            declined[name] = list(g.notes)
         history.append((name, g))
         counts[name] = len(g.nodes)
     originals = {id(n.params['initial_value']): n.outputs[0] for n in outs[0].graph.nodes if n.op == 'variable'}
@@ -130,7 +134,8 @@ def compile(outputs, inputs=(), passes=None, *, input_shapes=None) -> Program:
     ops = [n.op for n in _all_nodes(g)]
     stats = {'nodes_before': len(history[0][1].nodes), 'nodes_after': len(g.nodes), 'passes': counts,
              'fma': ops.count('fma'), 'fused': ops.count('fused'),
-             'fused_kernels': ops.count('fused') + sum(1 for n in g.nodes if n.op == 'fma')}
+             'fused_kernels': ops.count('fused') + sum(1 for n in g.nodes if n.op == 'fma'),
+             'declined': declined}
     return Program(g, history, inputs, outs, single, variables, stats)
 
 

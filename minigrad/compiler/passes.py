@@ -14,7 +14,6 @@ from ..graph import Graph, Symbol, Variable, SOURCE_OPS, STATEFUL_OPS
 from . import prims as C
 
 FOLD_LIMIT = 4096          # constant folding never creates constants larger than this (elements)
-GROUP_LIMIT = 3000         # elementwise grouping is quadratic in group size: skipped on huge graphs
 
 
 # ------------------------------------------------------------------ rebuilding graphs
@@ -37,14 +36,12 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
     """Copy `node` into `g` with new inputs; shapes are re-inferred (this resolves None dims)."""
     params = node.params if params is None else params
     avals = [Aval(o.shape, o.dtype) for o in node.outputs]
-    if node.op not in SOURCE_OPS and node.op not in STATEFUL_OPS:
-        try:
-            r = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in ins],
-                                     **{k: v for k, v in params.items() if not k.startswith('_')})
-            r = list(r) if node.prim.multiple_results else [r]
-            avals = [Aval(_merge(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
-        except Exception:
-            pass
+    same = params is node.params and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(ins, node.inputs))
+    if not same and node.op not in SOURCE_OPS and node.op not in STATEFUL_OPS:   # same inputs: same outputs
+        r = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in ins],
+                                 **{k: v for k, v in params.items() if not k.startswith('_')})
+        r = list(r) if node.prim.multiple_results else [r]
+        avals = [Aval(_merge(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
     outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name)
     for o, old in zip(outs[1:], node.outputs[1:]):
         o.name = g.unique_name(old.name)
@@ -54,7 +51,7 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
 
 
 def _subgraphs(params):
-    return any(isinstance(v, Graph) for v in params.values())
+    return bool(params) and any(isinstance(v, Graph) for v in params.values())
 
 
 def rebuild(graph: Graph, rewrite=None, sub_pass=None, shapes=None) -> Graph:
@@ -90,6 +87,24 @@ def _sub(pass_fn, sub: Graph, outer_env, parent) -> Graph:
     return out
 
 
+def _unchanged(graph: Graph) -> bool:
+    """A pass that found nothing to do returns its input graph (no sub-graphs to recurse into)."""
+    return not any(_subgraphs(n.params) for n in graph.nodes)
+
+
+def _rewrite(graph: Graph, rw, sub_pass) -> Graph:
+    """rebuild(graph, rw); the input graph itself when no rule fired and nothing was noted."""
+    fired = []
+
+    def counting(node, ins, g):
+        res = rw(node, ins, g)
+        if res is not None:
+            fired.append(node)
+        return res
+    new = rebuild(graph, counting, sub_pass=sub_pass)
+    return graph if not fired and not new.notes and _unchanged(graph) else new
+
+
 # ------------------------------------------------------------------ 1. prune
 def prune(graph: Graph) -> Graph:
     """Dead code elimination: keep what the outputs need (plus the function's inputs/captures)."""
@@ -99,6 +114,8 @@ def prune(graph: Graph) -> Graph:
     for node in reversed(graph.nodes):
         if id(node) in need:
             need.update(id(i.node) for i in node.inputs)
+    if len(need) == len(graph.nodes) and _unchanged(graph):
+        return graph
     g = Graph(graph.name, graph.parent)
     g.nodes = [n for n in graph.nodes if id(n) in need]       # temporary view, rebuilt below
     g.inputs, g.outputs, g.captures = graph.inputs, graph.outputs, graph.captures
@@ -110,20 +127,28 @@ def _const(sym):
     return sym.node.params['value'] if sym.node.op == 'constant' else None
 
 
+def _foldable(node, ins) -> bool:
+    return not (node.op in SOURCE_OPS or node.op in STATEFUL_OPS or node.op == 'group' or not ins
+                or any(i.node.op != 'constant' for i in ins) or _subgraphs(node.params))
+
+
 def fold_constants(graph: Graph) -> Graph:
     """Evaluate nodes whose inputs are all constants (small results only: see FOLD_LIMIT)."""
     def rw(node, ins, g):
-        if node.op in SOURCE_OPS or node.op in STATEFUL_OPS or node.op == 'group' or not ins \
-                or any(i.node.op != 'constant' for i in ins) or _subgraphs(node.params):
+        if not _foldable(node, ins):
             return None
         vals = [_const(i) for i in ins]
         try:
             res = node.prim.impl(*vals, **node.params)
-        except Exception:
+        except (ArithmeticError, ValueError, IndexError, TypeError) as e:     # it fails at run time too
+            g.notes.append(f"kept {node.outputs[0].name} = {node.op}(...): computing it fails "
+                           f'({type(e).__name__}: {e})')
             return None
         res = list(res) if node.prim.multiple_results else [res]
         res = [np.asarray(r) for r in res]
         if any(r.size > max(FOLD_LIMIT, max(v.size for v in vals)) for r in res):
+            g.notes.append(f'kept {node.outputs[0].name} = {node.op}(...): its result has more than '
+                           f'FOLD_LIMIT={FOLD_LIMIT} elements')
             return None
         outs = []
         for r, o in zip(res, node.outputs):
@@ -132,6 +157,8 @@ def fold_constants(graph: Graph) -> Graph:
             outs.append(g.add_node(PRIMITIVES['constant'], [], {'value': r}, [Aval(r.shape, r.dtype)],
                                    name=o.name)[0])
         return outs
+    if not any(_foldable(n, n.inputs) for n in graph.nodes) and _unchanged(graph):
+        return graph
     return rebuild(graph, rw, sub_pass=fold_constants)
 
 
@@ -156,15 +183,23 @@ def cse(graph: Graph) -> Graph:
     """Common subexpression elimination: one node per (op, inputs, params)."""
     seen: dict = {}
 
-    def rw(node, ins, g):
+    def key(node, ins):
         if node.op in ('placeholder', 'variable') or node.op in STATEFUL_OPS or node.op == 'group':
             return None
-        k = (node.op, tuple(map(id, ins)), _key(node.params))
+        return node.op, tuple(map(id, ins)), _key(node.params)
+
+    def rw(node, ins, g):
+        k = key(node, ins)
+        if k is None:
+            return None
         if k in seen:
             return seen[k]
         outs = copy_node(g, node, ins)
         seen[k] = outs
         return outs
+    keys = [k for k in (key(n, n.inputs) for n in graph.nodes) if k is not None]
+    if len(set(keys)) == len(keys) and _unchanged(graph):
+        return graph
     return rebuild(graph, rw, sub_pass=cse)
 
 
@@ -177,12 +212,16 @@ def _same(a, b):
     return _known(a) and a.shape == b.shape and a.dtype == b.dtype
 
 
-def _uniform(sym, c) -> bool:
-    """True if every element of `sym` is the constant c (constants and broadcasts of them)."""
+def _uniform(sym, c, negative_zero=False) -> bool:
+    """True if every element of `sym` is the constant c (constants and broadcasts of them);
+    with ``negative_zero``, only if they are all -0.0."""
     while sym.node.op in ('broadcast_to', 'broadcast_like', 'reshape'):
         sym = sym.node.inputs[0]
     v = _const(sym)
-    return v is not None and v.size > 0 and v.size <= FOLD_LIMIT and bool(np.all(v == c))
+    if v is not None and v.ndim == 0:           # the common case, without np.all's overhead
+        return v == c and (not negative_zero or bool(np.signbit(v)))
+    return v is not None and v.size > 0 and v.size <= FOLD_LIMIT and bool(np.all(v == c)) and (
+        not negative_zero or bool(np.all(np.signbit(v))))
 
 
 def _reshape(g, x, shape):
@@ -207,10 +246,15 @@ def simplify(graph: Graph) -> Graph:
         if op in ('mul', 'add'):
             unit = 1 if op == 'mul' else 0
             for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
-                if _uniform(c, unit) and _known(o) and x.dtype == o.dtype:
+                # x*1 -> x is exact; x+0 -> x and x*0 -> 0 only without floats (-0.0 + 0 is +0.0,
+                # inf*0 and nan*0 are nan)
+                exact = op == 'mul' or o.dtype.kind in 'biu' or _uniform(c, 0, negative_zero=True)
+                if _uniform(c, unit) and _known(o) and x.dtype == o.dtype and exact:
                     return [_broadcast(g, x, o.shape, o.dtype)]
                 if op == 'mul' and _uniform(c, 0) and _known(o):
-                    return [_broadcast(g, g.lift(np.zeros((), o.dtype)), o.shape, o.dtype)]
+                    if o.dtype.kind in 'biu':
+                        return [_broadcast(g, g.lift(np.zeros((), o.dtype)), o.shape, o.dtype)]
+                    g.notes.append(f'kept {o.name} = {x.name} * 0: {x.name} may be inf or nan')
             if op == 'add':
                 for x, y in ((ins[0], ins[1]), (ins[1], ins[0])):
                     if y.node.op == 'neg':
@@ -266,11 +310,17 @@ def simplify(graph: Graph) -> Graph:
             if ins[1] is x and _uniform(zero, 0) and _uniform(ins[2], 0) and _same(x, o):
                 return [emit(g, C.relu, [x], name=o.name)]
         return None
+    notes, start = [], graph
     for _ in range(4):        # to a fixed point: a rewrite can enable folding, sharing or more rewrites
         n = len(graph.nodes)
-        graph = prune(cse(fold_constants(rebuild(graph, rw, sub_pass=simplify))))
+        for step in (lambda g: _rewrite(g, rw, simplify), fold_constants, cse, prune):
+            graph = step(graph)
+            notes += [m for m in graph.notes if m not in notes]
         if len(graph.nodes) == n:
             break
+    if notes != graph.notes:
+        graph = rebuild(graph) if graph is start else graph     # never change the input graph
+        graph.notes = notes
     return graph
 
 
@@ -283,7 +333,9 @@ def specialize(graph: Graph) -> Graph:
             if _known(a) and _known(b) and a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1:
                 return [emit(g, P.mul, [a, b], name=node.outputs[0].name)]
         return None
-    return rebuild(graph, rw, sub_pass=specialize)
+    if not any(n.op == 'matmul' for n in graph.nodes) and _unchanged(graph):
+        return graph
+    return _rewrite(graph, rw, specialize)
 
 
 # ------------------------------------------------------------------ 6. fusion
@@ -314,139 +366,97 @@ def fuse(graph: Graph) -> Graph:
                 if m.node.op == 'mul' and uses.get(id(old), 0) == 1 and id(old) not in keep:
                     return [emit(g, C.fma, [*m.node.inputs, c], name=node.outputs[0].name)]
         return None
-    g1 = prune(rebuild(graph, to_fma, sub_pass=lambda s: s if s.name == 'fused' else fuse(s)))
-    return _group(g1) if len(g1.nodes) <= GROUP_LIMIT else g1
+    g1 = prune(_rewrite(graph, to_fma, lambda s: s if s.name == 'fused' else fuse(s)))
+    return _group(g1)
 
 
 def _group(graph: Graph) -> Graph:
-    parent: dict[int, int] = {}          # union-find over group ids
+    """Give each fusable node a group: the group of one of its inputs, or a new one.
 
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-    gid: dict[int, int] = {}             # id(node) -> group id
-    deps: dict[int, set] = {}            # id(symbol) -> groups it depends on
-    has_mm: dict[int, bool] = {}
+    A node may join group G only if all its inputs from outside G are available before G's
+    first node. Each group then runs, as one unit, where its first node was (so its results
+    are available from there on): the condensed graph stays acyclic (a group never waits for
+    a value that waits for it) and the pass is linear. It misses some groupings (diamonds
+    whose halves start apart)."""
+    avail: dict[int, int] = {}           # id(symbol) -> position from which it exists
+    gid: dict[int, int] = {}             # id(node) -> group number
+    first: list[int] = []                # group number -> position of its first node
+    for k, node in enumerate(graph.nodes):
+        mine = None
+        if _fusable(node) and not _subgraphs(node.params):
+            if node.op != 'matmul':      # a matmul heads a group (its epilogue follows it)
+                for i in node.inputs:
+                    g = gid.get(id(i.node))
+                    if g is not None and all(gid.get(id(j.node)) == g or avail[id(j)] < first[g]
+                                             for j in node.inputs):
+                        mine = g
+                        break
+            if mine is None:
+                mine = len(first)
+                first.append(k)
+            gid[id(node)] = mine
+        for o in node.outputs:
+            avail[id(o)] = -1 if not node.inputs else k if mine is None else first[mine]
     members: dict[int, list] = {}
     for node in graph.nodes:
-        d = set()
-        for i in node.inputs:
-            d |= deps.get(id(i), set())
-        if _fusable(node) and not _subgraphs(node.params):
-            mine = None
-            for i in node.inputs:
-                p = gid.get(id(i.node))
-                if p is None or node.op == 'matmul':
-                    continue
-                p = find(p)
-                if mine == p:
-                    continue
-                cand = {p} if mine is None else {p, mine}
-                if mine is not None and has_mm[p] and has_mm[mine]:
-                    continue
-                # convex: no input from outside the merged set may depend on the set
-                ok = True
-                for x in [node] + [m for c in cand for m in members[c]]:
-                    for j in x.inputs:
-                        jg = gid.get(id(j.node))
-                        if (jg is None or find(jg) not in cand) and {find(t) for t in deps.get(id(j), ())} & cand:
-                            ok = False
-                if not ok:
-                    continue
-                if mine is None:
-                    mine = p
-                else:
-                    parent[p] = mine
-                    members[mine] += members.pop(p)
-                    has_mm[mine] = has_mm[mine] or has_mm.pop(p)
-            if mine is None:
-                mine = len(parent)
-                parent[mine] = mine
-                members[mine], has_mm[mine] = [], False
-            gid[id(node)] = mine
-            members[mine].append(node)
-            has_mm[mine] = has_mm[mine] or node.op == 'matmul'
-            d.add(mine)
-        for o in node.outputs:
-            deps[id(o)] = d
-    groups = {find(g): members[find(g)] for g in set(gid.values())}
-    groups = {k: v for k, v in groups.items() if len(v) > 1}
-    if not groups:
-        return rebuild(graph)
-    out = _emit_groups(graph, {id(n): k for k, v in groups.items() for n in v}, groups)
-    return rebuild(graph) if out is None else out
+        if id(node) in gid:
+            members.setdefault(gid[id(node)], []).append(node)
+    groups = {g: m for g, m in members.items() if len(m) > 1}
+    if not groups and _unchanged(graph):
+        return graph
+    return _emit_groups(graph, {id(n): g for g, m in groups.items() for n in m}, groups)
 
 
 def _emit_groups(graph, node_group, groups):
+    """Replace each group by one `fused` node, placed where its first node was."""
     users: dict[int, set] = {}
     for node in graph.nodes:
         for i in node.inputs:
             users.setdefault(id(i), set()).add(node_group.get(id(node), id(node)))
     outs_needed = {id(o) for o in graph.outputs}
-    # order: condensed graph (groups as single units), stable topological sort
-    units, seen = [], set()
-    unit_nodes = {}
-    for node in graph.nodes:
-        u = node_group.get(id(node), id(node))
-        unit_nodes.setdefault(u, []).append(node)
-        if u not in seen:
-            seen.add(u)
-            units.append(u)
-    producer = {id(o): node_group.get(id(n), id(n)) for n in graph.nodes for o in n.outputs}
-    order, done, active = [], set(), set()
-    for u in units:
-        stack = [u]
-        while stack:
-            t = stack[-1]
-            if t in done:
-                stack.pop()
-                continue
-            active.add(t)
-            pend = [producer[id(i)] for n in unit_nodes[t] for i in n.inputs
-                    if producer[id(i)] != t and producer[id(i)] not in done]
-            if any(q in active for q in pend):
-                return None             # grouping made a cycle between units: caller keeps the graph unfused
-            if pend:
-                stack.extend(pend)
-            else:
-                done.add(t)
-                active.discard(t)
-                order.append(t)
-                stack.pop()
     new = Graph(graph.name, graph.parent)
     env: dict[int, Symbol] = {}
-    for u in order:
-        nodes = unit_nodes[u]
-        if u not in groups:
-            env.update(zip(map(id, nodes[0].outputs), copy_node(new, nodes[0], [env[id(i)] for i in nodes[0].inputs])))
-            continue
-        inside = {id(o) for n in nodes for o in n.outputs}
-        ext, sub = [], Graph('fused', new)
-        senv = {}
-        for n in nodes:
-            for i in n.inputs:
-                if id(i) not in inside and id(i) not in senv:
-                    ext.append(i)
-                    senv[id(i)] = sub.add_node(PRIMITIVES['placeholder'], [], {}, [Aval(i.shape, i.dtype)],
-                                               name=i.name)[0]
-            senv.update(zip(map(id, n.outputs), copy_node(sub, n, [senv[id(i)] for i in n.inputs])))
-        results = [o for n in nodes for o in n.outputs
-                   if id(o) in outs_needed or users.get(id(o), set()) - {u}]
-        sub.inputs = [senv[id(i)] for i in ext]
-        sub.outputs = [senv[id(o)] for o in results]
-        kind = 'matmul_epilogue' if any(n.op == 'matmul' for n in nodes) else 'elementwise'
-        outs = new.add_node(C.fused, [env[id(i)] for i in ext], {'graph': sub, 'kind': kind},
-                            [Aval(o.shape, o.dtype) for o in results], name=results[-1].name)
-        for s, o in zip(outs, results):
-            if s.name != o.name:
-                s.name = new.unique_name(o.name)
-        env.update(zip(map(id, results), outs))
+
+    def copy(node):
+        if id(node.outputs[0]) not in env:
+            env.update(zip(map(id, node.outputs), copy_node(new, node, [env[id(i)] for i in node.inputs])))
+    for node in graph.nodes:
+        u = node_group.get(id(node))
+        if u is None:
+            copy(node)
+        elif node is groups[u][0]:
+            for n in groups[u]:          # a group may use a constant made after its first node
+                for i in n.inputs:
+                    if not i.node.inputs:
+                        copy(i.node)
+            results = [o for n in groups[u] for o in n.outputs if id(o) in outs_needed or users.get(id(o), set()) - {u}]
+            env.update(zip(map(id, results), _fused_node(new, groups[u], results, env)))
     new.inputs = [env[id(s)] for s in graph.inputs]
     new.outputs = [env[id(s)] for s in graph.outputs]
     new.captures = [(outer, env[id(inner)]) for outer, inner in graph.captures]
     return new
+
+
+def _fused_node(new: Graph, nodes, results, env) -> list:
+    """One `fused` node in `new` computing `results` from the group's `nodes` (a sub-graph)."""
+    inside = {id(o) for n in nodes for o in n.outputs}
+    ext, sub, senv = [], Graph('fused', new), {}
+    for n in nodes:
+        for i in n.inputs:
+            if id(i) not in inside and id(i) not in senv:
+                ext.append(i)
+                senv[id(i)] = sub.add_node(PRIMITIVES['placeholder'], [], {}, [Aval(i.shape, i.dtype)],
+                                           name=i.name)[0]
+        senv.update(zip(map(id, n.outputs), copy_node(sub, n, [senv[id(i)] for i in n.inputs])))
+    sub.inputs = [senv[id(i)] for i in ext]
+    sub.outputs = [senv[id(o)] for o in results]
+    kind = 'matmul_epilogue' if any(n.op == 'matmul' for n in nodes) else 'elementwise'
+    outs = new.add_node(C.fused, [env[id(i)] for i in ext], {'graph': sub, 'kind': kind},
+                        [Aval(o.shape, o.dtype) for o in results], name=results[-1].name)
+    for s, o in zip(outs, results):
+        if s.name != o.name:
+            s.name = new.unique_name(o.name)
+    return outs
 
 
 PASSES = {'prune': prune, 'fold_constants': fold_constants, 'cse': cse, 'simplify': simplify,

@@ -23,6 +23,7 @@ UFUNCS = {'add': 'add', 'mul': 'multiply', 'sub': 'subtract', 'div': 'true_divid
 BUFFERED = set(UFUNCS) | {'sum', 'max', 'matmul', 'where', 'cast', 'concatenate'}
 VIEWS = {'reshape', 'transpose', 'broadcast_to', 'stop_gradient', 'getitem'}
 INF = 1 << 60
+_FILENAME = '<minigrad program>'
 
 
 class Value:
@@ -303,22 +304,27 @@ def generate(inputs, ivals, outputs, allv, steps, nstate, single):
             body.append(f'{line}  # {_safe(o.name)} = {op}')
         else:
             body.append(f'{lhs} = {line}  # {_safe(o.name)} = {op}')
-    rets, handed, owned = [], [], set()
+    # Every returned value gets its own name, written before the return: the caller owns it.
+    # Trap: a buffer handed to the caller is replaced by a fresh one, so a duplicate or alias of
+    # the same value must copy the handed array (r_k), never the buffer name rebound after it.
+    rets, handed = [], {}
     for k, v in enumerate(outputs):
-        n = nm(v)
-        if v.kind == 'temp' and v.buf is not None and v.buf not in owned:
-            owned.add(v.buf)
-            handed.append(v)
-            rets.append(n)
-        elif v.kind == 'temp' and v.buf is None and id(v) not in owned:
-            owned.add(id(v))
-            rets.append(f'{F("asarray")}({n})')
-        else:
-            rets.append(f'{F("array")}({n})')
-    for v in handed:      # the caller owns returned buffers: make fresh ones for the next call
-        body.append(f'r_{v.buf} = b{v.buf}; b{v.buf} = {F("empty")}({v.shape!r}, {D(v.dtype)})')
-        rets[rets.index(f'b{v.buf}')] = f'r_{v.buf}'
+        key = ('buf', v.buf) if v.kind == 'temp' and v.buf is not None else ('val', id(v))
+        if key in handed:
+            body.append(f'r_{k} = {F("array")}({handed[key]})  # a second fetch of the same value')
+        elif v.kind == 'temp' and v.buf is not None:
+            handed[key] = f'r_{k}'
+            body.append(f'r_{k} = b{v.buf}; b{v.buf} = {F("empty")}({v.shape!r}, {D(v.dtype)})'
+                        f'  # hand the buffer to the caller')
+        elif v.kind == 'temp':
+            handed[key] = f'r_{k}'
+            body.append(f'r_{k} = {F("asarray")}({nm(v)})')
+        else:             # an input, constant, state or view: copy, so the caller cannot change it
+            handed[key] = f'r_{k}'
+            body.append(f'r_{k} = {F("array")}({nm(v)})')
+        rets.append(f'r_{k}')
     body.append(f'return {rets[0]}' if single else f'return [{", ".join(rets)}]')
+    handed = [v for v in outputs if v.kind == 'temp' and v.buf is not None]
     bufs = sorted({v.buf for v in allv if v.buf is not None})
     lines = ['def build(np, B, K, conv):', '    ndarray = np.ndarray']
     lines += [f'    {a} = np.{fn}' for fn, a in fns.items()]
@@ -356,7 +362,7 @@ class Program:
         self.source, consts = generate(inputs, ivals, ovals, allv, steps, len(variables), single)
         self.stats['steps'] = len(steps)
         ns = {}
-        exec(compile(self.source, '<minigrad program>', 'exec'), ns)    # noqa: S102 -- our own source
+        exec(compile(self.source, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]
         bufs = [np.empty(s, d) for s, d in self.memory.buffer_shapes]
         self._run = ns['build'](np, bufs, consts, self._converter(shapes))
@@ -385,14 +391,28 @@ class Program:
         if len(arrays) != len(self.inputs):
             raise FeedError(f'Program takes {len(self.inputs)} inputs '
                             f'({", ".join(s.name for s in self.inputs)}), got {len(arrays)}')
+        return self.run(arrays, self.state)
+
+    def run(self, arrays, state: list):
+        """Run with explicit Variable ``state`` (a list, updated by assigns); Session uses this."""
         try:
-            return self._run(*arrays, self.state)
+            return self._run(*arrays, state)
         except MinigradError:
             raise
         except Exception as e:
-            raise ShapeError(f'compiled program failed: {type(e).__name__}: {e}. Check the input shapes; '
-                             f'mg.Session(graph).run(...) runs the same graph node by node and names the '
-                             f'failing node.') from None
+            raise self._runtime_error(e) from None
+
+    def _runtime_error(self, exc) -> ShapeError:
+        """Name the generated line (and so the node, in its comment) where numpy failed."""
+        tb, line = exc.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == _FILENAME:
+                line = self.source.splitlines()[tb.tb_lineno - 1].strip()
+            tb = tb.tb_next
+        where = f' at generated line `{line}`' if line else ''
+        shapes = ', '.join(f'{s.name}: {fmt_shape(s.shape)}' for s in self.inputs)
+        return ShapeError(f'compiled program failed{where}: {type(exc).__name__}: {exc}. It was compiled for '
+                          f'inputs {shapes}; print(program.source) shows the generated code.')
 
     def __repr__(self):
         return (f'<Program {len(self.inputs)} inputs -> {len(self.outputs)} outputs, '

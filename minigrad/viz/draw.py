@@ -1,7 +1,8 @@
 """Drawing: every graph in the course (tape, Tensor, Graph, traced function, Program) in one visual language.
 
 Each object is first turned into a small `Drawing` (data vertices, op vertices,
-edges, clusters), which `to_digraph` styles into a ``graphviz.Digraph``:
+edges, clusters), which `to_digraph` styles into a ``graphviz.Digraph`` (a subclass that Jupyter
+displays through `render_svg`: the `dot` program, else the Graphviz bundled in the pygraphviz wheel):
 
 * data: rounded boxes with name, dtype/shape, value preview and (red) grad.
   Colour tells the role: leaf (blue), parameter/variable (gold), placeholder
@@ -12,9 +13,13 @@ edges, clusters), which `to_digraph` styles into a ``graphviz.Digraph``:
 """
 from __future__ import annotations
 
+import functools
 import html
+import os
 import re
 import shutil
+import tempfile
+import threading
 
 import numpy as np
 
@@ -127,10 +132,10 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
     except ImportError:
         raise MinigradError('drawing graphs needs the graphviz Python package: pip install graphviz') from None
     hl = set(highlight or ())
-    dot = graphviz.Digraph(graph_attr=dict(rankdir=rankdir, fontname='Helvetica', fontsize='11', nodesep='0.25',
-                                           ranksep='0.35', labelloc='t'),
-                           node_attr=dict(fontname='Helvetica', fontsize='11', margin='0.08,0.04', height='0.3'),
-                           edge_attr=dict(color='#555555', arrowsize='0.7', fontname='Helvetica', fontsize='9'))
+    dot = digraph_class()(graph_attr=dict(rankdir=rankdir, fontname='Helvetica', fontsize='11', nodesep='0.25',
+                                          ranksep='0.35', labelloc='t'),
+                          node_attr=dict(fontname='Helvetica', fontsize='11', margin='0.08,0.04', height='0.3'),
+                          edge_attr=dict(color='#555555', arrowsize='0.7', fontname='Helvetica', fontsize='9'))
     if title:
         dot.attr(label=f'<{esc(title)}>')
     keys = list(d.vertices)
@@ -218,14 +223,58 @@ def render_svg(dot) -> str:
         import graphviz
         svg = graphviz.Source(src).pipe(format='svg', encoding='utf-8')
     else:
-        try:
-            import pygraphviz
-        except ImportError:
-            raise MinigradError(_INSTALL) from None
-        svg = pygraphviz.AGraph(string=src).draw(format='svg', prog='dot').decode('utf-8')
+        svg = _pygraphviz_svg(src)
     svg = svg[svg.find('<svg'):]            # drop the XML prolog/doctype: embeddable in HTML
     # graphviz writes '-' in ids as '&#45;'; keep ids/classes plain so CSS and tests can find them
     return re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
+
+
+_STDERR_LOCK = threading.Lock()           # fd 2 is process-wide: one redirect at a time
+
+
+def _pygraphviz_svg(src: str) -> str:
+    """Lay out and render with the Graphviz libraries bundled in the pygraphviz wheel."""
+    try:
+        import pygraphviz
+    except ImportError:
+        raise MinigradError(_INSTALL) from None
+    # The bundled C libraries write to file descriptor 2 (e.g. an older fontconfig warning about the
+    # system's font config), which Jupyter shows under every drawing: capture it, report it on failure.
+    with _STDERR_LOCK, tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            return pygraphviz.AGraph(string=src).draw(format='svg', prog='dot').decode('utf-8')
+        except ValueError as e:             # pygraphviz.DotError and its layout/render errors
+            err.seek(0)
+            raise MinigradError(f'Graphviz (pygraphviz) could not draw this graph: {e}\n'
+                                f'{err.read().decode("utf-8", "replace").strip()}') from e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+@functools.cache
+def digraph_class():
+    """The graphviz.Digraph subclass mg.draw returns (made on first use: graphviz is imported lazily)."""
+    import graphviz
+
+    class Digraph(graphviz.Digraph):
+        """A graphviz.Digraph that Jupyter displays through minigrad's renderer, so it works without `dot`."""
+
+        def _repr_image_svg_xml(self) -> str:       # graphviz's _repr_mimebundle_ calls this for SVG
+            return render_svg(self)
+
+        _repr_svg_ = _repr_image_svg_xml
+
+    Digraph.__module__, Digraph.__qualname__ = __name__, 'Digraph'   # importable: pickle finds it
+    return Digraph
+
+
+def __getattr__(name):
+    if name == 'Digraph':
+        return digraph_class()
+    raise AttributeError(f'module {__name__} has no attribute {name!r}')
 
 
 def mimebundle(obj) -> dict:

@@ -106,11 +106,19 @@ class _Player(_Base):
         self._index = i
         if W is None:
             return
-        f = self.frames[i]
-        self.caption.value = (f'<div style="font-size:14px;padding:4px 0"><b>{i}/{len(self.frames) - 1}</b> '
-                              f'&nbsp;{html.escape(f.caption)}</div>')
+        self.caption.value = self._caption_html()
         self.image.value = self.svg
-        self.table.value = self._table(f)
+        self.table.value = self._table(self.frames[i])
+
+    def _caption_html(self) -> str:
+        return (f'<div style="font-size:14px;padding:4px 0"><b>{self._index}/{len(self.frames) - 1}</b> '
+                f'&nbsp;{html.escape(self.frame.caption)}</div>')
+
+    def _repr_mimebundle_(self, **kwargs):
+        # a static copy of the current frame for viewers without a live kernel (GitHub, nbviewer, HTML export)
+        data = dict((super()._repr_mimebundle_(**kwargs) if W is not None else None) or {'text/plain': repr(self)})
+        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{self.svg}</div>'
+        return data
 
     def _table(self, f) -> str:
         return ''
@@ -277,6 +285,10 @@ class PassStepper(_Player):
             cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if prev is None else
                    f"Pass {i} of {len(history) - 1}, '{name}': removed {len(removed)} node(s), added "
                    f'{len(added)}, fused {len(fused)}; {len(g.nodes)} nodes now.')
+            declined = program.stats.get('declined', {}).get(name, []) if prev is not None else []
+            if declined:                             # what the pass chose not to do, and why
+                cap += ' Declined: ' + '; '.join(declined[:3]) + (f' (+{len(declined) - 3} more)'
+                                                                   if len(declined) > 3 else '') + '.'
             d, _ = from_graph(g)
             if removed:
                 d.clusters['removed'] = dict(label='removed by this pass', color='#999999')
