@@ -2,9 +2,11 @@
 
 Starts JupyterLab (127.0.0.1, free port, no token, throw-away HOME/Jupyter dirs) on a
 copy of tests/browser_stepper.ipynb, drives Debian's /usr/bin/chromium with
-Playwright (never Playwright's own browser download), runs all cells through the
-Run menu, clicks Next on the widget and checks that the highlighted node in the
-SVG changed. A screenshot goes to tests/artifacts/browser_stepper.png.
+Playwright (never Playwright's own browser download) in a 1280 px wide window, runs
+all cells through the Run menu, clicks Next on the widget and checks that the
+highlighted node in the SVG changed while every node kept its place, and that no
+drawing (a graph far wider than the column, and a stepper over it) is wider than its
+cell or scrolls sideways. A screenshot goes to tests/artifacts/browser_stepper.png.
 """
 import importlib
 import os
@@ -111,6 +113,38 @@ def _highlighted(page):
     return page.eval_on_selector_all('.mg-stepper .mg-svg svg g.mg-highlight', 'els => els.map(e => e.id).sort()')
 
 
+def _node_boxes(page):
+    """id -> rounded box of every node of the first stepper's drawing, as the browser lays it out."""
+    return page.evaluate("""() => {
+        const svg = document.querySelector('.mg-stepper .mg-svg svg');
+        const out = {};
+        for (const g of svg.querySelectorAll('g.node')) {
+            const shape = g.querySelector('path, ellipse, polygon');     // the outline, not the text
+            const r = shape.getBoundingClientRect();
+            if (r.width > 0) out[g.id] = [r.x, r.y, r.width, r.height].map(Math.round);
+        }
+        return out;
+    }""")
+
+
+def _too_wide(page):
+    """Drawings (inline SVG or an SVG image) wider than the output area they sit in, or areas that scroll."""
+    return page.evaluate("""() => {
+        const bad = [];
+        const drawings = document.querySelectorAll(
+            '.jp-OutputArea-output svg:not(svg svg), .jp-OutputArea-output img');
+        for (const d of drawings) {
+            const area = d.closest('.jp-OutputArea-output');
+            const w = d.getBoundingClientRect().width, room = area.getBoundingClientRect().width;
+            if (w > room + 1) bad.push(`${d.tagName} ${Math.round(w)}px in ${Math.round(room)}px`);
+        }
+        for (const area of document.querySelectorAll('.jp-OutputArea-output, .mg-svg')) {
+            if (area.scrollWidth > area.clientWidth + 1) bad.push(`scrolls: ${area.scrollWidth} > ${area.clientWidth}`);
+        }
+        return {bad, count: drawings.length};
+    }""")
+
+
 def test_stepper_in_jupyterlab(jupyterlab):
     from playwright.sync_api import sync_playwright
     artifacts = HERE / 'artifacts'
@@ -138,9 +172,12 @@ def test_stepper_in_jupyterlab(jupyterlab):
                 page.screenshot(path=str(artifacts / 'browser_stepper_failure.png'), full_page=True)
                 outputs = page.inner_text('.jp-Notebook')
                 raise AssertionError(f'the stepper widget did not appear; notebook shows:\n{outputs[-2000:]}')
+            page.wait_for_function("document.querySelectorAll('.mg-stepper').length >= 2", timeout=60_000)
+            page.wait_for_timeout(500)                      # let the last outputs settle
             before = _highlighted(page)
             assert before, 'the first frame highlights the inputs'
-            page.locator('.mg-stepper button.mg-next').click()
+            boxes_before = _node_boxes(page)
+            page.locator('.mg-stepper button.mg-next').first.click()
             page.wait_for_function(
                 """before => {
                     const ids = [...document.querySelectorAll('.mg-stepper .mg-svg svg g.mg-highlight')]
@@ -148,9 +185,14 @@ def test_stepper_in_jupyterlab(jupyterlab):
                     return ids.length > 0 && JSON.stringify(ids) !== JSON.stringify(before);
                 }""", arg=before, timeout=20_000)
             after = _highlighted(page)
-            caption = page.inner_text('.mg-stepper .mg-caption')
+            boxes_after = _node_boxes(page)
+            caption = page.inner_text('.mg-stepper .mg-caption >> nth=0')
+            widths = _too_wide(page)
             page.screenshot(path=str(artifacts / 'browser_stepper.png'), full_page=True)
         finally:
             browser.close()
     assert after != before and all(i.startswith('mg-') for i in after)
     assert 'Forward step 1' in caption
+    assert boxes_before and boxes_after == boxes_before, 'a node moved between two frames of the stepper'
+    assert widths['count'] >= 3, f'expected the drawings of the notebook on the page, found {widths["count"]}'
+    assert not widths['bad'], f'drawings wider than their cell at 1280 px: {widths["bad"]}'

@@ -1,24 +1,237 @@
-"""Exercises: exercises/ is generated from solutions/, and every check cell
-fails on the generated stub and passes on the solution.
+"""Exercises: exercises/ is generated from solutions/, and every check teaches.
 
-A *check cell* is the code cell that follows a cell holding a
-``### BEGIN SOLUTION`` marker (see scripts/make_exercises.py).
+A *check cell* is the code cell that follows a cell holding a ``### BEGIN SOLUTION``
+marker (see scripts/make_exercises.py). For every task, in one kernel per notebook,
+``test_every_check_teaches`` runs the check cell after
+
+1. the stub from exercises/ (it must fail with a CheckError saying the task is not done, with a hint),
+2. each typical wrong answer listed in WRONG (it must fail with a hint that names the mistake),
+3. the solution (it must pass and print its ✓ line),
+
+and every failure message must be short: at most six lines, no traceback.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
-EXPECTED_STUB_ERRORS = {"NotImplementedError", "AssertionError"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TASK = re.compile(r"Task\s+([0-9]+(?:\.[0-9]+)?)")
+BEGIN = re.compile(r"^([ \t]*)###\s*BEGIN SOLUTION\s*$")
+END = re.compile(r"^[ \t]*###\s*END SOLUTION\s*$")
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+
+# Typical wrong answers: notebook -> task -> [(replacement, words the hint must contain)]. A replacement is
+# the code of the first BEGIN..END block, or {block number: code} for tasks with several blocks; it is
+# indented like the block it replaces.
+WRONG = {
+    "01_computational_graphs_exercises": {
+        "1.1": [({0: "u, v = a + b, a * b\nreturn v * 1"}, "only the path through u"),
+                ({1: "u, v = a + b, a * b\nreturn u * a"}, "only the path through v")],
+        "1.2": [("return (f(x + eps) - f(x)) / eps", "one-sided"),
+                ("return (f(x + eps) - f(x - eps)) / eps", "divide by 2 * eps")],
+        "1.3": [("return sum(local * derivative_by_paths(edges, p, wrt) for p, local in edges.get(out, []))",
+                 "out == wrt"),
+                ("if out == wrt:\n    return 1.0\nreturn sum(local * derivative_by_paths(edges, p, wrt) "
+                 "for p, local in dict(edges.get(out, [])).items())", "TWO edges")],
+        "1.4": [("grad = {name: 0.0 for name in order}\ngrad[out] = 1.0\nfor node in order:\n"
+                 "    for parent, local in edges.get(node, []):\n        grad[parent] = local * grad[node]\n"
+                 "return grad[wrt]", "+="),
+                ("grad = {name: 0.0 for name in order}\nfor node in order:\n"
+                 "    for parent, local in edges.get(node, []):\n        grad[parent] += local * grad[node]\n"
+                 "return grad[wrt]", "grad[out] must start at 1.0")],
+        "1.5": [("inputs = [mg.tensor(v, dtype=mg.float64, requires_grad=True) for v in values]\n"
+                 "with mg.Tape() as tape:\n    out = fn(*inputs)\nout.backward()\n"
+                 "return [x.grad.item() for x in inputs], [e.output.grad.item() for e in tape.entries]",
+                 "retain_grad()")],
+    },
+    "02_dynamic_tape_exercises": {
+        "2.1": [({1: "return Value(self.data * other.data, ((self, self.data), (other, other.data)))"}, "OTHER value"),
+                ({0: "return Value(self.data + other.data)"}, "pass the edges")],
+        "2.2": [("order, visited, stack = [], set(), [root]\nwhile stack:\n    node = stack.pop()\n"
+                 "    if id(node) in visited:\n        continue\n    visited.add(id(node))\n    order.append(node)\n"
+                 "    stack.extend(p for p, _ in node.parents)\nreturn order", "after all of its parents"),
+                ("order, seen = [], set()\ndef visit(v):\n    if id(v) in seen:\n        return\n    seen.add(id(v))\n"
+                 "    for p, _ in v.parents:\n        visit(p)\n    order.append(v)\nvisit(root)\nreturn order",
+                 "recursion")],
+        "2.3": [("root.grad = 1.0\nfor node in reversed(topo_order(root)):\n    for parent, local in node.parents:\n"
+                 "        parent.grad = local * node.grad", "add up"),
+                ("root.grad = 1.0\nfor node in topo_order(root):\n    for parent, local in node.parents:\n"
+                 "        parent.grad += local * node.grad", "reversed")],
+        "2.4": [("t = np.tanh(v.data)\nreturn Value(t, ((v, 1.0 - v.data ** 2),))", "1 - tanh(x)**2")],
+        "2.5": [("for p in params:\n    p -= lr * p.grad\nfor p in params:\n    p.grad = None", "no_grad"),
+                ("with mg.no_grad():\n    for p in params:\n        p += lr * p.grad\nfor p in params:\n"
+                 "    p.grad = None", "minus"),
+                ("with mg.no_grad():\n    for p in params:\n        p -= lr * p.grad", "p.grad = None")],
+    },
+    "03_tensors_and_vjps_exercises": {
+        "3.1": [("extra = g.ndim - len(shape)\nreturn g.sum(axis=tuple(range(extra))) if extra else g", "keepdims=True"),
+                ("stretched = tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1)\n"
+                 "return g.sum(axis=stretched, keepdims=True) if stretched else g", "leading axes")],
+        "3.2": [({0: "return np.log(1 + np.exp(x))"}, "logaddexp"),
+                ({1: "return g * mg.sigmoid(x)"}, "tuple"),
+                ({1: "return (g * mg.exp(x),)"}, "sigmoid(x)")],
+        "3.3": [("d = g * (x - y) * 2\nreturn (d, -d)", "sum_to_like"),
+                ("d = g * (x - y) * 2\nreturn (mg.ops.sum_to_like(d, x) if needs[0] else None,\n"
+                 "        mg.ops.sum_to_like(d, y) if needs[1] else None)", "NEGATIVE")],
+        "3.4": [("return G @ B, A @ G", "G @ B.T"),
+                ("return G @ B.T, G.T @ A", "A.T @ G")],
+        "3.5": [("x = mg.tensor(x0, dtype=mg.float64, requires_grad=True)\nf(x).backward(create_graph=True)\n"
+                 "d1 = x.grad\nd1.backward()\nreturn x.grad.item()", "x.grad = None"),
+                ("x = mg.tensor(x0, dtype=mg.float64, requires_grad=True)\nf(x).backward()\nd1 = x.grad\n"
+                 "x.grad = None\nd1.backward()\nreturn x.grad.item()", "create_graph=True")],
+    },
+    "04_static_graphs_exercises": {
+        "4.1": [("env = {}\nfor node in graph.nodes:\n    if node.op == 'placeholder':\n"
+                 "        results = [feeds[node.outputs[0].name]]\n    elif node.op == 'constant':\n"
+                 "        results = [node.params['value']]\n    elif node.op == 'variable':\n"
+                 "        results = [node.params['initial_value']]\n    else:\n"
+                 "        res = node.prim.impl(*[env[id(i)] for i in node.inputs])\n"
+                 "        results = res if node.prim.multiple_results else [res]\n"
+                 "    for sym, value in zip(node.outputs, results):\n        env[id(sym)] = value\n"
+                 "return [env[id(f)] for f in fetches]", "**node.params"),
+                ("env = {}\nfor node in graph.nodes:\n    if node.op == 'placeholder':\n"
+                 "        results = [feeds[node.outputs[0]]]\n    elif node.op == 'constant':\n"
+                 "        results = [node.params['value']]\n    else:\n"
+                 "        res = node.prim.impl(*[env[id(i)] for i in node.inputs], **node.params)\n"
+                 "        results = res if node.prim.multiple_results else [res]\n"
+                 "    for sym, value in zip(node.outputs, results):\n        env[id(sym)] = value\n"
+                 "return [env[id(f)] for f in fetches]", "feeds[node.outputs[0].name]")],
+        "4.2": [("marked = {id(f.node) for f in fetches}\nfor f in fetches:\n"
+                 "    marked.update(id(i.node) for i in f.node.inputs)\n"
+                 "return [n for n in graph.nodes if id(n) in marked]", "transitively"),
+                ("marked = {id(f.node) for f in fetches}\nfor node in reversed(graph.nodes):\n"
+                 "    if id(node) in marked:\n        marked.update(id(i.node) for i in node.inputs)\n"
+                 "return [n for n in reversed(graph.nodes) if id(n) in marked]", "graph order")],
+        "4.3": [("def body(a, b):\n    if a > b:\n        return a - b, b\n    return a, b - a\n"
+                 "a_end, b_end = mg.while_loop(lambda a, b: a != b, body, [a, b])\nreturn a_end", "mg.where"),
+                ("return mg.where(a > b, a - b, b - a)", "mg.while_loop")],
+        "4.4": [("h = mg.where(mg.abs(x) <= 1, 0.5 * x * x, mg.abs(x) - 0.5)\n(dh,) = mg.gradients(h, [x])\n"
+                 "return h, dh", "mg.cond")],
+        "4.5": [("stack, v = [], v0\nfor _ in range(n):\n    stack.append(v)\n    v = np.tanh(a * v)\n"
+                 "g, g_a = 1.0, 0.0\nwhile stack:\n    v_in = stack.pop()\n    t = np.tanh(a * v_in)\n"
+                 "    g_a = g * v_in * (1 - t * t)\n    g *= a * (1 - t * t)\nreturn v, g, g_a", "add up"),
+                ("stack, v = [], v0\nfor _ in range(n):\n    stack.append(v)\n    v = np.tanh(a * v)\n"
+                 "g, g_a = 1.0, 0.0\nwhile stack:\n    v_in = stack.pop()\n    t = np.tanh(a * v_in)\n"
+                 "    g *= a * (1 - t * t)\n    g_a += g * v_in * (1 - t * t)\nreturn v, g, g_a", "BEFORE")],
+    },
+    "05_graph_compiler_exercises": {
+        "1": [("if node.op in ('placeholder', 'variable', 'constant', 'assign') or not ins:\n    return None\n"
+               "if any(i.op == 'constant' for i in ins):\n"
+               "    value = node.prim.impl(*[i.node.params['value'] for i in ins], **node.params)\n"
+               "    return [mg.constant(np.asarray(value), name=node.outputs[0].name, graph=new)]\nreturn None",
+               "ALL of them"),
+              ("if node.op in ('variable', 'constant', 'assign'):\n    return None\n"
+               "if all(i.op == 'constant' for i in ins):\n"
+               "    value = node.prim.impl(*[i.node.params['value'] for i in ins], **node.params)\n"
+               "    return [mg.constant(np.asarray(value), name=node.outputs[0].name, graph=new)]\nreturn None",
+               "has inputs")],
+        "2": [("if node.op in ('placeholder', 'variable', 'constant', 'assign'):\n    return None\n"
+               "key = (node.op, tuple(id(i) for i in node.inputs), repr(sorted(node.params.items())))\n"
+               "if key in seen:\n    return seen[key]\nouts = copy_node(new, node, ins)\nseen[key] = outs\n"
+               "return outs", "new inputs"),
+              ("key = (node.op, tuple(id(i) for i in ins), repr(sorted(node.params.items())))\n"
+               "if key in seen:\n    return seen[key]\nouts = copy_node(new, node, ins)\nseen[key] = outs\n"
+               "return outs", "never merge placeholder")],
+        "3": [("def rewrite(node, ins, new):\n    if node.op != 'add':\n        return None\n"
+               "    for k in (0, 1):\n        if node.inputs[k].op == 'mul':\n"
+               "            a, b = ins[k].node.inputs\n"
+               "            return [emit(new, FMA, [a, b, ins[1 - k]], name=node.outputs[0].name)]\n"
+               "    return None\nreturn prune(rebuild(graph, rewrite))", "exactly one use"),
+              ("uses = {}\nfor node in graph.nodes:\n    for s in node.inputs:\n"
+               "        uses[id(s)] = uses.get(id(s), 0) + 1\n\ndef rewrite(node, ins, new):\n"
+               "    if node.op != 'add':\n        return None\n    for k in (0, 1):\n"
+               "        if node.inputs[k].op == 'mul' and uses[id(node.inputs[k])] == 1:\n"
+               "            a, b = ins[k].node.inputs\n"
+               "            return [emit(new, FMA, [a, b, ins[1 - k]], name=node.outputs[0].name)]\n"
+               "    return None\nreturn prune(rebuild(graph, rewrite))", "graph.outputs")],
+        "4": [("ranges = {name: [0, 0] for name in inputs}\nfor step, (out, op, ins) in enumerate(schedule):\n"
+               "    for i in ins:\n        ranges[i][1] = max(ranges[i][1], step)\n    ranges[out] = [step, step]\n"
+               "for o in outputs:\n    ranges[o][1] = len(schedule)\nreturn {k: tuple(v) for k, v in ranges.items()}",
+               "first = -1"),
+              ("ranges = {name: [-1, -1] for name in inputs}\nfor step, (out, op, ins) in enumerate(schedule):\n"
+               "    for i in ins:\n        ranges[i][1] = max(ranges[i][1], step)\n    ranges[out] = [step, step]\n"
+               "return {k: tuple(v) for k, v in ranges.items()}", "len(schedule)")],
+        "5": [("buf = {name: k for k, name in enumerate(inputs)}\nn_buffers = len(inputs)\n"
+               "for step, (out, op, ins) in enumerate(schedule):\n    buf[out], n_buffers = n_buffers, n_buffers + 1\n"
+               "return buf", "p's buffer"),
+              ("buf = {name: k for k, name in enumerate(inputs)}\nn_buffers, free = len(inputs), []\n"
+               "for step, (out, op, ins) in enumerate(schedule):\n"
+               "    dying = [i for i in ins if ranges[i][1] == step]\n    if dying:\n        buf[out] = buf[dying[0]]\n"
+               "    elif free:\n        buf[out] = free.pop()\n    else:\n"
+               "        buf[out], n_buffers = n_buffers, n_buffers + 1\nreturn buf", "caller")],
+    },
+    "06_tracing_exercises": {
+        "1": [("graph = mg.Graph()\nphs = [mg.placeholder(e.dtype, e.shape, name=f'arg{i}') for i, e in enumerate(examples)]\n"
+               "out = fn(*phs)\nreturn graph, phs, out", "graph.as_default()")],
+        "2": [("tensors = [mg.tensor(e) for e in examples]\nwith mg.Tape() as tape:\n    result = fn(*tensors)\n"
+               "graph = mg.Graph()\nenv = {}\nwith graph.as_default():\n"
+               "    phs = [mg.placeholder(e.dtype, e.shape, name=f'arg{i}') for i, e in enumerate(examples)]\n"
+               "    def sym(a):\n        if isinstance(a, mg.Tensor):\n"
+               "            return env[id(a)] if id(a) in env else mg.constant(a.numpy())\n        return a\n"
+               "    for entry in tape.entries:\n        prim = mg.core.PRIMITIVES[entry.op]\n"
+               "        env[id(entry.output)] = mg.core.apply(prim, *[sym(a) for a in entry.inputs], **entry.params)\n"
+               "return graph, phs, env[id(result)]", "placeholder, not a constant")],
+        "3": [("traced = mg.trace(fn, example)\nreturn [i for i, p in enumerate(probes)\n"
+               "        if not np.allclose(traced(p), fn(mg.tensor(p)).numpy(), atol=1e-6)]", "symbolic=False")],
+        "4": [("norm = (x * x).sum() ** 0.5\nif norm > 1.0:\n    return x / norm\nreturn x", "mg.cond")],
+        "5": [("sig = tuple(a.shape for a in arrays)\nif sig not in self.cache:\n"
+               "    self.cache[sig] = mg.trace(self.fn, *arrays)\n    self.trace_count += 1\n"
+               "return self.cache[sig](*arrays)", "dtype is part of the signature"),
+              ("self.trace_count += 1\nreturn mg.trace(self.fn, *arrays)(*arrays)", "signature is new")],
+    },
+    "07_training_exercises": {
+        "1": [("d = pred - target\nreturn (d * d).mean()", "do not average"),
+              ("d = pred.numpy() - target.numpy()\nreturn (d * d).sum()", "Tensor operators")],
+        "2": [({0: "bound = 1.0 / np.sqrt(in_features)\n"
+                   "self.weight = nn.Parameter(np.random.uniform(-bound, bound, (in_features, out_features))"
+                   ".astype(np.float32))\nself.bias = nn.Parameter(np.zeros(out_features, np.float32))",
+                1: "return x @ self.weight + self.bias"}, "(out, in)"),
+              ({0: "bound = 1.0 / np.sqrt(in_features)\n"
+                   "self.weight = mg.tensor(np.random.uniform(-bound, bound, (out_features, in_features)), "
+                   "requires_grad=True)\nself.bias = mg.zeros(out_features, requires_grad=True)"}, "nn.Parameter")],
+        "3": [("for p in params:\n    p.data = p.data - lr * p.grad.data", "skip parameters whose .grad is None"),
+              ("for p in params:\n    if p.grad is not None:\n        p.data = p.data + lr * p.grad.data", "minus")],
+        "4": [("if not state:\n    state.update(t=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))\n"
+               "g = p.grad.data\nstate['m'] = b1 * state['m'] + (1 - b1) * g\n"
+               "state['v'] = b2 * state['v'] + (1 - b2) * g * g\nm_hat = state['m'] / (1 - b1 ** state['t'])\n"
+               "v_hat = state['v'] / (1 - b2 ** state['t'])\nstate['t'] += 1\n"
+               "p.data = (p.data - lr * m_hat / (np.sqrt(v_hat) + eps)).astype(p.dtype)", "t += 1 first"),
+              ("if not state:\n    state.update(t=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))\n"
+               "g = p.grad.data\nstate['t'] += 1\nstate['m'] = b1 * state['m'] + (1 - b1) * g\n"
+               "state['v'] = b2 * state['v'] + (1 - b2) * g * g\n"
+               "p.data = (p.data - lr * state['m'] / (np.sqrt(state['v']) + eps)).astype(p.dtype)",
+               "(1 - beta1**t)")],
+        "5": [("return nn.Sequential(nn.Linear(2, 2))", "hidden layer")],
+    },
+    "08_performance_exercises": {
+        "1": [("times = []\nfor _ in range(repeat):\n    t0 = time.perf_counter()\n    fn()\n"
+               "    times.append(time.perf_counter() - t0)\nreturn float(np.median(times))", "warm-up"),
+              ("fn()\ntimes = []\nfor _ in range(repeat):\n    t0 = time.perf_counter()\n    fn()\n"
+               "    times.append(time.perf_counter() - t0)\nreturn float(np.median(times)) * 1e3", "milliseconds")],
+        "2": [("out[:] = w * x + b\nreturn out", "np.multiply(w, x, out=out)"),
+              ("np.multiply(w, x, out=out)\nnp.add(out, b, out=out)", "return out")],
+        "3": [("return 6 * n * itemsize, 3 * n * itemsize", "WRITES"),
+              ("return 6 * n * 4, 4 * n * 4", "itemsize")],
+        "4": [("def unfused():\n    np.multiply(w, x, out=p)\n    np.add(p, b, out=y)\n"
+               "res = {'naive': median_time(lambda: w * x + b, repeat),\n"
+               "       'unfused': median_time(unfused, repeat),\n"
+               "       'fused': median_time(lambda: fma_into(w, x, b, y), repeat)}\n"
+               "res['speedup'] = res['fused'] / res['unfused']\nreturn res", "unfused / fused")],
+        "5": [("saving = eager_s - compiled_s\nif saving <= 0:\n    return float('inf')\nreturn compile_s / saving",
+               "math.ceil"),
+              ("return math.ceil(compile_s / (eager_s - compiled_s))", "float('inf')")],
+    },
+}
 
 
 def _load_script():
@@ -44,19 +257,44 @@ def check_cells(nb) -> list[int]:
     return out
 
 
-def run(path: Path, monkeypatch):
-    """Execute a notebook in a fresh kernel (errors allowed); return {cell index: error name}."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                                     resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
-    errors = {}
-    for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                errors[i] = (out["ename"], out["evalue"])
-    return nb, errors
+def task_label(nb, i) -> str:
+    """'1.2' for the task cell i: from its '# Task ...' comment, else the nearest 'Task' heading above."""
+    m = TASK.search(_source(nb["cells"][i]).split("### BEGIN")[0])
+    if m:
+        return m.group(1)
+    for j in range(i - 1, -1, -1):
+        if nb["cells"][j]["cell_type"] == "markdown" and TASK.search(_source(nb["cells"][j])):
+            return TASK.findall(_source(nb["cells"][j]))[-1]
+    raise AssertionError(f"cell {i}: no task name")
+
+
+def with_answer(source: str, replacement) -> str:
+    """The task cell with its solution block(s) replaced (the markers go too)."""
+    repl = {0: replacement} if isinstance(replacement, str) else dict(replacement)
+    out, block, inside = [], -1, False
+    for line in source.split("\n"):
+        m = BEGIN.match(line)
+        if m:
+            block, inside = block + 1, True
+            if block in repl:
+                out += [m.group(1) + code_line for code_line in repl[block].split("\n")]
+            else:
+                out.append(line)
+        elif END.match(line):
+            inside = False
+            if block not in repl:
+                out.append(line)
+        elif not inside or block not in repl:
+            out.append(line)
+    return "\n".join(out)
+
+
+def test_with_answer_replaces_blocks():
+    src = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n\ndef g():\n" \
+          "    ### BEGIN SOLUTION\n    return 2\n    ### END SOLUTION"
+    assert with_answer(src, "return 5") == "def f():\n    return 5\n\ndef g():\n" \
+        "    ### BEGIN SOLUTION\n    return 2\n    ### END SOLUTION"
+    assert "return 6" in with_answer(src, {1: "x = 1\nreturn 6"}) and "    x = 1" in with_answer(src, {1: "x = 1"})
 
 
 def test_exercises_are_generated_from_solutions():
@@ -74,20 +312,95 @@ def test_course_has_enough_tasks():
     assert all(n >= 4 for n in counts.values()), f"every exercise notebook needs >= 4 tasks: {counts}"
 
 
+def test_every_task_has_a_typical_wrong_answer():
+    missing = []
+    for p in SOLUTIONS:
+        nb = json.loads(p.read_text(encoding="utf-8"))
+        for i in [j for j, c in enumerate(nb["cells"]) if "### BEGIN SOLUTION" in _source(c)
+                  and c["cell_type"] == "code"]:
+            if not WRONG.get(p.stem, {}).get(task_label(nb, i)):
+                missing.append(f"{p.stem} task {task_label(nb, i)}")
+    assert not missing, f"no typical wrong answer listed in WRONG for: {missing}"
+
+
+def test_check_cells_use_the_check_helper():
+    for p in SOLUTIONS:
+        nb = json.loads(p.read_text(encoding="utf-8"))
+        for i in check_cells(nb):
+            src = _source(nb["cells"][i])
+            assert "with task(" in src and not re.search(r"^\s*assert\b", src, re.M), \
+                f"{p.name} cell {i}: a check cell tests inside `with task(...)` (no bare assert)"
+
+
+def _errors(cell):
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def _stdout(cell):
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def _message(err) -> str:
+    return ANSI.sub("", "\n".join(err["traceback"]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=lambda p: p.stem)
-def test_checks_fail_on_stubs_and_pass_on_solutions(solution, monkeypatch):
+def test_every_check_teaches(solution, monkeypatch):
     exercise = ROOT / "exercises" / solution.name
     assert exercise.exists(), f"{exercise.name} missing: run python3 scripts/make_exercises.py"
-    checks = check_cells(json.loads(solution.read_text(encoding="utf-8")))
-    assert checks, f"{solution.name} has no tasks"
+    sol = nbformat.read(solution, as_version=4)
+    ex = nbformat.read(exercise, as_version=4)
+    assert len(ex.cells) == len(sol.cells)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    client = nbclient.NotebookClient(nbformat.read(solution, as_version=4), timeout=300, kernel_name="python3",
+                                     allow_errors=True, resources={"metadata": {"path": str(solution.parent)}})
+    checks = set(check_cells(sol))
+    problems = []
 
-    _, sol_errors = run(solution, monkeypatch)
-    assert not sol_errors, f"the solution notebook must run clean; errors in cells {sol_errors}"
+    def run(source, i):
+        cell = nbformat.v4.new_code_cell(source)
+        client.execute_cell(cell, i)
+        return cell
 
-    _, ex_errors = run(exercise, monkeypatch)
-    not_failing = [i for i in checks if i not in ex_errors]
-    assert not not_failing, f"check cells {not_failing} pass on the stub: they must fail until solved"
-    wrong = {i: ex_errors[i] for i in checks if ex_errors[i][0] not in EXPECTED_STUB_ERRORS}
-    assert not wrong, (f"check cells must fail with NotImplementedError (from the stub) or a friendly "
-                       f"AssertionError, got {wrong}")
+    def expect_failure(check, i, label, what, needle):
+        errs = _errors(run(check, i))
+        if not errs:
+            problems.append(f"task {label}: the check passes on {what}")
+            return ""
+        err, text = errs[0], _message(errs[0])
+        if err["ename"] != "CheckError":
+            problems.append(f"task {label}, {what}: failed with {err['ename']}, not a CheckError:\n{text}")
+        elif len(text.splitlines()) > 6:
+            problems.append(f"task {label}, {what}: the message has {len(text.splitlines())} lines:\n{text}")
+        elif " ".join(needle.lower().split()) not in " ".join(text.lower().split()):
+            problems.append(f"task {label}, {what}: the message does not say {needle!r}:\n{text}")
+        return text
+
+    with client.setup_kernel():
+        for i, cell in enumerate(sol.cells):
+            if cell.cell_type != "code" or i in checks:
+                continue
+            if "### BEGIN SOLUTION" not in cell.source:
+                errs = _errors(run(cell.source, i))
+                assert not errs, f"cell {i} fails: {_message(errs[0]) if errs else ''}"
+                continue
+            label = task_label(sol, i)
+            check = next(j for j in range(i + 1, len(sol.cells)) if sol.cells[j].cell_type == "code")
+            check_src = sol.cells[check].source
+            stub = run(ex.cells[i].source, i)
+            assert not _errors(stub), f"task {label}: the stub cell itself fails"
+            expect_failure(check_src, check, label, "the stub", "not done yet")
+            expect_failure(check_src, check, label, "the stub", "hint:")
+            for replacement, needle in WRONG.get(solution.stem, {}).get(label, []):
+                wrong = run(with_answer(cell.source, replacement), i)
+                assert not _errors(wrong), f"task {label}: the wrong answer cell itself fails: {wrong.outputs}"
+                expect_failure(check_src, check, label, f"the wrong answer {replacement!r}", needle)
+            solved = run(cell.source, i)
+            assert not _errors(solved), f"task {label}: the solution cell fails"
+            result = run(check_src, check)
+            if _errors(result):
+                problems.append(f"task {label}: the check fails on the solution:\n{_message(_errors(result)[0])}")
+            elif f"✓ Task {label}" not in _stdout(result):
+                problems.append(f"task {label}: a passing check prints '✓ Task {label}', got {_stdout(result)!r}")
+    assert not problems, "\n\n".join(problems)

@@ -264,7 +264,7 @@ def test_pass_stepper_matches_history():
         s.index = i
         svg = s.svg
         parse(svg)
-        assert highlighted(svg) == {f'mg-{k}' for k in f.highlight if k in f.drawing.vertices}
+        assert highlighted(svg) == {f'mg-{k}' for k in f.highlight if k in s.graph_layout.vertices}
     assert any(f.changes['fused'] for f in s.frames) or 'fuse' not in [n for n, _ in prog.history]
     assert any(f.changes['removed'] for f in s.frames)
 
@@ -281,3 +281,212 @@ def test_program_draw_memory_and_fusion():
     matplotlib.use('Agg')
     fig = mg.viz.memory_timeline(prog)
     assert fig.axes and 'buffer' in fig.axes[0].get_yticklabels()[0].get_text()
+
+
+# ------------------------------------------------------------------ one layout per stepper
+def geometry(svg):
+    """What must not change from frame to frame: the canvas, and every node's position, in document order."""
+    root = parse(svg)
+    ns = '{http://www.w3.org/2000/svg}'
+    nodes = []
+    for g in root.iter(ns + 'g'):
+        if (g.get('class') or '').startswith('node'):
+            shape = next(c for c in g if c.tag in (ns + 'path', ns + 'polygon', ns + 'ellipse'))
+            nodes.append((g.get('id'), shape.get('d') or shape.get('points') or (shape.get('cx'), shape.get('cy'))))
+    return root.get('viewBox'), root.get('width'), root.get('height'), nodes
+
+
+def assert_steady(stepper):
+    """Every frame shows the same canvas with every node at the same place, in the same order."""
+    first = None
+    for i in range(len(stepper.frames)):
+        stepper.index = i
+        g = geometry(stepper.svg)
+        first = first or g
+        assert g == first, f'frame {i} moved the layout'
+    assert len(first[3]) > 1
+
+
+def seed_tape():
+    a = mg.tensor(1.0, requires_grad=True, name='a')
+    b = mg.tensor(2.0, requires_grad=True, name='b')
+    with mg.Tape() as tape:
+        (a + b) * (a + 1)
+    return tape
+
+
+def test_steppers_lay_out_once():
+    import sys
+    calls = []
+    stepper_mod = sys.modules[type(mg.viz.Stepper(seed_tape())).__module__]
+    real = stepper_mod.render_svg
+
+    def counting(dot):
+        calls.append(1)
+        return real(dot)
+    stepper_mod.render_svg = counting
+    try:
+        s = mg.viz.Stepper(seed_tape())
+        for i in range(len(s.frames)):
+            s.index = i
+            s.svg
+    finally:
+        stepper_mod.render_svg = real
+    assert len(calls) == 1, 'graphviz must run once per stepper, not once per frame'
+    assert_steady(s)
+    assert len(s.frames) == 10
+
+
+def test_every_stepper_is_steady():
+    assert_steady(mg.viz.Stepper(seed_tape()))
+    a, b, tape, e = tape_example()
+    assert_steady(mg.viz.Stepper(tape))
+    x = mg.tensor([1.0, -2.0, 3.0], requires_grad=True, name='x')
+    assert_steady(mg.viz.Stepper((mg.tanh(x) * x).sum()))
+    g = mg.Graph()
+    with g.as_default():
+        p = mg.placeholder(mg.float32, shape=(3,), name='p')
+        w = mg.Variable(np.array([1.0, 2.0, 3.0], np.float32), name='w')
+        loss = (p * w * p).sum()
+        mg.gradients(loss, [w, p])
+    assert_steady(mg.viz.Stepper(loss, feed_dict={p: np.ones(3, np.float32)}))
+    if hasattr(mg, 'compile'):
+        assert_steady(mg.viz.PassStepper(_program()))
+
+
+def test_frames_restyle_hidden_dimmed_and_values():
+    s = mg.viz.Stepper(seed_tape())
+    svg0 = s.svg
+    assert 'mg-pending' in svg0                        # ops not run yet are faded
+    s.index = len(s.frames) - 1
+    assert 'mg-pending' not in s.svg and 'grad 5' in s.svg
+    # a value appears in the drawing only once it is computed
+    s.index = 0
+    assert '>3</text>' not in s.svg
+    s.index = 1
+    assert '>3</text>' in s.svg
+
+
+def test_drawings_fit_their_cell():
+    svg = render_svg(mg.draw(seed_tape()))
+    root = parse(svg)
+    assert 'max-width:100%' in root.get('style') and 'height:auto' in root.get('style')
+    assert root.get('viewBox')                          # scaling keeps the aspect ratio
+    s = mg.viz.Stepper(seed_tape())
+    assert 'max-width:100%' in parse(s.svg).get('style')
+    assert s.image.layout.min_width == '0'              # the drawing may shrink beside the table
+
+
+def test_static_copy_of_the_current_frame():
+    s = mg.viz.Stepper(seed_tape())
+    s.index = 2
+    bundle = s._repr_mimebundle_()
+    assert 'application/vnd.jupyter.widget-view+json' in bundle
+    html_ = bundle['text/html']
+    assert s.svg in html_ and s.frames[2].caption.split(':')[0] in html_ and 'max-width:100%' in html_
+    drawing = mg.draw(seed_tape())._repr_mimebundle_()
+    assert drawing['image/svg+xml'].startswith('<svg') and drawing['text/html'] == drawing['image/svg+xml']
+    assert 'text/html' in seed_tape()._repr_mimebundle_()
+
+
+def test_naming_follows_the_graph_scheme():
+    x = mg.tensor(1.0, requires_grad=True)
+    with mg.Tape() as tape:
+        y = x * x + x * 2
+    names = sorted(v['name'] for v in mg.viz.Stepper(tape)._drawing.vertices.values() if v['kind'] == 'data'
+                   and v['role'] != 'constant')
+    assert names == ['add', 'mul', 'mul_1', 'tensor']
+    g = mg.Graph()
+    with g.as_default():
+        p = mg.placeholder(mg.float32, name='p')
+        q = p * p + p * 2
+    assert [n.outputs[0].name for n in g.nodes if n.op in ('mul', 'add')] == ['mul', 'mul_1', 'add']
+    text = repr(tape)
+    assert 'mul_1' in text and 't0' not in text
+
+
+# ------------------------------------------------------------------ new stepper kinds
+def lesson01_tape():
+    w = mg.tensor(1.0, requires_grad=True, name='w')
+    x = mg.tensor(2.0, requires_grad=True, name='x')
+    with mg.Tape() as tape:
+        a = w + x
+        a.name = 'a'
+        b = w + 1
+        b.name = 'b'
+        y = a * b
+        y.name = 'y'
+    return w, x, tape, y
+
+
+def test_path_stepper_sums_paths():
+    w, x, tape, y = lesson01_tape()
+    s = mg.viz.PathStepper(tape, w)
+    paths = [f for f in s.frames if f.kind == 'path']
+    assert sorted(f.contribution for f in paths) == [2.0, 3.0]
+    assert s.frames[-1].kind == 'sum' and s.total == 5.0 and '= 5' in s.frames[-1].caption
+    y.backward(retain_graph=True)
+    assert s.total == w.grad.item()
+    assert mg.viz.PathStepper(tape, x).total == x.grad.item()
+    for f in paths:                                   # a path frame highlights exactly one path, the rest fades
+        assert f.dim and not (f.dim & {k for k in f.highlight if isinstance(k, str)})
+    assert '∂ 2' in s.svg and '∂ 3' in s.svg          # edges carry their local derivatives
+    assert_steady(s)
+    # a value used twice: two parallel edges, two paths
+    t = mg.tensor(3.0, requires_grad=True, name='t')
+    with mg.Tape() as tape2:
+        t * t
+    assert mg.viz.PathStepper(tape2, t).total == 6.0
+    with pytest.raises(mg.MinigradError, match='scalar'):
+        v = mg.tensor([1.0, 2.0], requires_grad=True)
+        with mg.Tape() as tape3:
+            (v * v).sum()
+        mg.viz.PathStepper(tape3, v)
+
+
+def test_loop_stepper_pushes_and_pops_like_the_while_node():
+    g = mg.Graph()
+    with g.as_default():
+        v0 = mg.placeholder(mg.float64, shape=(), name='v0')
+        a = mg.placeholder(mg.float64, shape=(), name='a')
+        i_end, v_end = mg.while_loop(lambda i, v: i < 4, lambda i, v: (i + 1, mg.tanh(a * v)),
+                                     [mg.constant(0, name='i'), v0])
+        dv0, da = mg.gradients(v_end, [v0, a])
+    feed = {v0: 0.3, a: 1.5}
+    s = mg.viz.LoopStepper(v_end, feed, names=['i', 'v'])
+    want_v, want_dv0, want_da = mg.Session(g).run([v_end, dv0, da], feed)
+    assert len(s.stack) == 4 and [int(st[0]) for st in s.stack] == [0, 1, 2, 3]
+    np.testing.assert_allclose(s.states[-1][1], want_v)
+    np.testing.assert_allclose(s.grads[0], want_dv0)
+    kinds = [f.kind for f in s.frames]
+    assert kinds.count('forward') == 5 and kinds.count('backward') == 6
+    pushes = [f for f in s.frames if 'pushes' in f.caption]
+    pops = [f for f in s.frames if f.caption.startswith('Pop')]
+    assert [f.caption.split('stack[')[1][0] for f in pushes] == ['0', '1', '2', '3']
+    assert [f.caption.split('stack[')[1][0] for f in pops] == ['3', '2', '1', '0']
+    # the stack grows on the way forward and shrinks on the way back
+    visible = [sum(1 for k in s.graph_layout.drawing.vertices if k.startswith('slot') and k not in f.hidden)
+               for f in s.frames]
+    assert visible[:6] == [0, 1, 2, 3, 4, 4] and visible[-1] == 0
+    np.testing.assert_allclose(s.invariant_grads[0], want_da)   # `a` is read by every iteration: grads add up
+    assert_steady(s)
+    g2 = mg.Graph()
+    with g2.as_default():
+        n_end, = mg.while_loop(lambda n: n < 10, lambda n: n * 2, [mg.constant(1, name='n')])
+    forward_only = mg.viz.LoopStepper(n_end)
+    assert {f.kind for f in forward_only.frames} == {'start', 'forward'} and len(forward_only.stack) == 4
+    with pytest.raises(mg.MinigradError, match='while_loop'):
+        mg.viz.LoopStepper(v0)
+
+
+def test_trace_stepper_grows_the_graph_in_call_order():
+    W = mg.tensor(np.ones((3, 2), np.float32), name='W')
+    traced = mg.trace(lambda x: mg.tanh(x @ W).sum(axis=1), np.ones((4, 3), np.float32))
+    s = mg.viz.TraceStepper(traced)
+    shown = [len(s.graph_layout.drawing.vertices) - len(f.hidden) for f in s.frames]
+    assert shown == sorted(shown) and shown[0] < shown[-1]          # the graph only grows
+    assert s.frames[-1].hidden == set()
+    ops = [n.op for n in traced.graph.nodes if n.op not in ('placeholder', 'constant', 'variable')]
+    mentioned = [f.caption.split('applies ')[1].split(' ')[0] for f in s.frames if 'applies' in f.caption]
+    assert mentioned == ops
+    assert_steady(s)

@@ -1,15 +1,18 @@
 """Visualisation: graphviz drawings of every graph, SVG rendering, ipywidgets steppers, memory plots.
 
 ``mg.draw(obj)`` draws; ``Stepper``/``PassStepper`` step through a computation or the compiler passes;
+``PathStepper``, ``LoopStepper`` and ``TraceStepper`` show paths, a while_loop's stack and a tracer at work;
 ``memory_timeline(program)`` plots the memory plan. Widgets/matplotlib are imported only when used.
 """
 from .draw import draw, render_svg, mimebundle, Drawing, to_digraph, preview  # noqa: F401 (public helpers)
 
-__all__ = ['draw', 'render_svg', 'mimebundle', 'Stepper', 'PassStepper', 'memory_timeline', 'Frame']
+_LAZY = ('Stepper', 'PassStepper', 'PathStepper', 'LoopStepper', 'TraceStepper', 'Layout', 'memory_timeline', 'Frame',
+         'pass_diff')
+__all__ = ['draw', 'render_svg', 'mimebundle', *_LAZY]
 
 
 def __getattr__(name):          # lazy: importing minigrad must not need ipywidgets or matplotlib
-    if name in ('Stepper', 'PassStepper', 'memory_timeline', 'Frame'):
+    if name in _LAZY:
         from . import stepper
         return getattr(stepper, name)
     raise AttributeError(f'module minigrad.viz has no attribute {name!r}')

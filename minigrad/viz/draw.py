@@ -41,12 +41,31 @@ HL = '#ff8c00'
 BWD = '#c03030'
 
 
+class Names:
+    """Names for unnamed values in the Graph's scheme (`mul`, `mul_1`, `mul_2`, ...), so a tape, a drawing and
+    print(graph) all name things the same way; names the user gave are kept and never reused."""
+
+    def __init__(self, taken=()):
+        self.used = set(taken)
+
+    def __call__(self, name, base):
+        if name:
+            return name
+        cand, i = base, 0
+        while cand in self.used:
+            i += 1
+            cand = f'{base}_{i}'
+        self.used.add(cand)
+        return cand
+
+
 class Drawing:
     """What to draw, before styling: vertices (in topological order), edges and clusters."""
 
     def __init__(self):
         self.vertices: dict[str, dict] = {}
-        self.edges: list[tuple[str, str, str, str | None]] = []   # (src, dst, 'fwd'|'bwd'|'flow'|'note', label)
+        self.edges: list[tuple[str, str, str, str | None]] = []   # (src, dst, style, label); style is one of
+        # 'fwd', 'bwd' (gradient graph), 'flow' (a gradient on its way), 'note', 'back' (a loop), 'invis'
         self.clusters: dict[str, dict] = {}                       # id -> {label, style}
         self._keys: dict[int, str] = {}
         self._keep: list = []                                    # objects whose id() we used as a key
@@ -112,7 +131,9 @@ def _shape_str(shape, dtype) -> str:
 
 
 def _data_label(v, value, grad, buf):
-    rows = [f'<b>{esc(v["name"])}</b>', f'<font point-size="9">{esc(_shape_str(v["shape"], v["dtype"]))}</font>']
+    rows = [f'<b>{esc(v["name"])}</b>']
+    if v['shape'] is not None or v['dtype'] is not None:       # nothing known: no '?' row
+        rows.append(f'<font point-size="9">{esc(_shape_str(v["shape"], v["dtype"]))}</font>')
     if value is not None:
         rows.append(f'<font face="Courier" point-size="10">{esc(preview(value))}</font>')
     if grad is not None:
@@ -175,9 +196,10 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
                 clusters[c] = graphviz.Digraph(name=f'cluster_{c}')
                 info = d.clusters.get(c, {})
                 clusters[c].attr(label=f'<<i>{esc(info.get("label", c))}</i>>', style='dashed,rounded',
-                                 color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'))
+                                 color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'),
+                                 id=f'mg-{c}')
                 if c in hl:
-                    clusters[c].attr(color=HL, penwidth='2.5', id=f'mg-{c}', **{'class': 'mg-highlight-cluster'})
+                    clusters[c].attr(color=HL, penwidth='2.5', **{'class': 'mg-highlight-cluster'})
             target = clusters[c]
         target.node(k, **attrs)
     for c, sub in clusters.items():
@@ -202,6 +224,10 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
             attrs.update(color=BWD, style='dashed', constraint='false', fontcolor=BWD)
         elif style == 'note':
             attrs.update(style='dotted', color='#999999', arrowhead='none')
+        elif style == 'back':                       # a loop's way back: drawn, but not used to rank nodes
+            attrs.update(style='dashed', constraint='false', color='#888888', fontcolor='#888888')
+        elif style == 'invis':                      # only there to shape the layout (e.g. stack a column)
+            attrs.update(style='invis', weight='10')
         if label:
             attrs['label'] = f'<{esc(label)}>'
         if (a, b) in hl:
@@ -226,7 +252,25 @@ def render_svg(dot) -> str:
         svg = _pygraphviz_svg(src)
     svg = svg[svg.find('<svg'):]            # drop the XML prolog/doctype: embeddable in HTML
     # graphviz writes '-' in ids as '&#45;'; keep ids/classes plain so CSS and tests can find them
-    return re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
+    svg = re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
+    return fit_width(svg)
+
+
+FIT_STYLE = 'max-width:100%;height:auto'
+
+
+def svg_html(svg: str) -> str:
+    """HTML for a drawing: the SVG inline, so its `max-width:100%` style lets it shrink to the cell (front-ends
+    show an image/svg+xml output as an image at its natural width, however wide)."""
+    return svg
+
+
+def fit_width(svg: str) -> str:
+    """Let an SVG shrink to its cell (width:auto keeps the natural size when it fits; the viewBox keeps the
+    aspect ratio), so a big graph is never cut off or scrolled sideways."""
+    if FIT_STYLE in svg[:400]:
+        return svg
+    return svg.replace('<svg ', f'<svg style="{FIT_STYLE}" ', 1)
 
 
 _STDERR_LOCK = threading.Lock()           # fd 2 is process-wide: one redirect at a time
@@ -262,10 +306,19 @@ def digraph_class():
     class Digraph(graphviz.Digraph):
         """A graphviz.Digraph that Jupyter displays through minigrad's renderer, so it works without `dot`."""
 
-        def _repr_image_svg_xml(self) -> str:       # graphviz's _repr_mimebundle_ calls this for SVG
+        def _repr_image_svg_xml(self) -> str:
             return render_svg(self)
 
         _repr_svg_ = _repr_image_svg_xml
+
+        def _repr_mimebundle_(self, include=None, exclude=None, **_):
+            kinds = [k for k in ('image/svg+xml', 'text/html', 'text/plain')
+                     if (include is None or k in include) and k not in (exclude or ())]
+            if not kinds:
+                return {}
+            svg = render_svg(self) if set(kinds) - {'text/plain'} else None
+            found = {'image/svg+xml': svg, 'text/html': svg_html(svg) if svg else None, 'text/plain': repr(self)}
+            return {k: found[k] for k in kinds}      # front-ends show the HTML copy: it fits the cell
 
     Digraph.__module__, Digraph.__qualname__ = __name__, 'Digraph'   # importable: pickle finds it
     return Digraph
@@ -278,10 +331,11 @@ def __getattr__(name):
 
 
 def mimebundle(obj) -> dict:
-    """What Graph, Symbol, Tape, Program and traced functions show in Jupyter: SVG plus text."""
+    """What Graph, Symbol, Tape, Program and traced functions show in Jupyter: SVG (also as HTML) plus text."""
     text = repr(obj)
     try:
-        return {'image/svg+xml': render_svg(draw(obj)), 'text/plain': text}
+        svg = render_svg(draw(obj))
+        return {'image/svg+xml': svg, 'text/html': svg_html(svg), 'text/plain': text}
     except Exception as e:          # never break display: fall back to text and say why
         return {'text/plain': f'{text}\n(drawing unavailable: {e})'}
 
@@ -331,6 +385,9 @@ def from_tensor(root, need_values=False):
                             'backward(retain_graph=True) (or build the Stepper before backward), or record the ops '
                             'with `with mg.Tape() as tape:` and step through the tape instead.')
     steps = []
+    kept = [n.retained() if n.retained is not None else None for n in order]
+    names = Names([t.name for t in kept + [root] if t is not None and t.name] +
+                  [p.name for n in order for p in n.parents if p is not None and type(p) is not TapeNode and p.name])
     for i, node in enumerate(order):
         ok = d.key(node, 'o')
         ins, needs, in_vals = [], [], []
@@ -343,7 +400,7 @@ def from_tensor(root, need_values=False):
             else:
                 k = d.key(p, 't')
                 if k not in d.vertices:
-                    d.data(k, p.name or k, p.shape, p.dtype, p.data, p.grad, _tensor_role(p))
+                    d.data(k, names(p.name, 'tensor'), p.shape, p.dtype, p.data, p.grad, _tensor_role(p))
             ins.append(k), needs.append(p is not None), in_vals.append(v)
             if k is not None:
                 d.edge(k, ok)
@@ -352,7 +409,7 @@ def from_tensor(root, need_values=False):
         kept = node.retained() if node.retained is not None else None
         ov = vals.get(id(node))
         t = out if out is not None else kept
-        d.data(ok + 'v', (t.name if t is not None and t.name else f'{node.prim.name}{i}'),
+        d.data(ok + 'v', names(t.name if t is not None else None, node.prim.name),
                np.shape(ov) if ov is not None else None, None if ov is None else np.asarray(ov).dtype,
                ov, t.grad if t is not None else None, 'output' if out is not None else 'value')
         d.edge(ok, ok + 'v')
@@ -366,6 +423,7 @@ def from_tape(tape, root=None):
     T = _tensor_type()
     produced = {id(e.output) for e in tape.entries}
     last = root if root is not None else (tape.entries[-1].output if tape.entries else None)
+    names = Names(t.name for e in tape.entries for t in (e.output, *e.inputs) if isinstance(t, T) and t.name)
     steps = []
     for i, e in enumerate(tape.entries):
         ok = d.key(e, 'o')
@@ -374,7 +432,7 @@ def from_tape(tape, root=None):
             if isinstance(x, T):
                 k = d.key(x, 't')
                 if k not in d.vertices and id(x) not in produced:
-                    d.data(k, x.name or f'in{len(d.vertices)}', x.shape, x.dtype, x.data, x.grad,
+                    d.data(k, names(x.name, 'tensor'), x.shape, x.dtype, x.data, x.grad,
                            _tensor_role(x))
                 ins.append(k), needs.append(x.requires_grad and x.dtype.kind == 'f'), in_vals.append(x.data)
             else:
@@ -384,7 +442,7 @@ def from_tape(tape, root=None):
         d.op(ok, e.op)
         y = e.output
         yk = d.key(y, 't')
-        d.data(yk, y.name or f'{e.op}{i}', y.shape, y.dtype, y.data, y.grad, 'output' if y is last else 'value')
+        d.data(yk, names(y.name, e.op), y.shape, y.dtype, y.data, y.grad, 'output' if y is last else 'value')
         d.edge(ok, yk)
         steps.append(Step(ok, PRIMITIVES[e.op], e.params, ins, needs, in_vals, [yk], [y.data]))
     return d, steps

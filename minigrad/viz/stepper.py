@@ -1,18 +1,29 @@
 """Step-through widgets (ipywidgets) and the memory timeline (matplotlib).
 
-A stepper is a list of `Frame`s plus controls (Play, slider, Prev/Next, caption,
-drawing, table). Everything updates through plain Python callbacks, so
-``.next()``, ``.prev()``, ``.index``, ``.frames`` and ``.svg`` work without a browser.
-The highlighted vertices of a frame carry the SVG class ``mg-highlight``.
+A stepper is a list of `Frame`s drawn on ONE layout: everything any frame shows (every node, edge and
+cluster) is laid out once by graphviz (`Layout`), and a frame only restyles that SVG: it highlights, hides,
+ghosts or dims vertices and fills in the values and gradients known at that moment. So the canvas and every
+node keep their place while you step. ``.next()``, ``.prev()``, ``.index``, ``.frames`` and ``.svg`` work
+without a browser; the widget adds Play, a slider, Prev/Next, the caption and a side table.
+
+* `Stepper`: the forward pass, then the backward pass, of a tape, a tensor or a static graph;
+* `PassStepper`: a Program's compiler passes, one frame per pass;
+* `PathStepper`: a derivative as the sum over paths of products of local derivatives;
+* `LoopStepper`: a while_loop pushing its loop variables on a stack, and its gradient popping them;
+* `TraceStepper`: a tracer appending one node per op while the Python function runs.
 """
 from __future__ import annotations
 
+import copy
 import html
+import re
+import xml.etree.ElementTree as ET
 
 import numpy as np
 
 from ..errors import MinigradError
-from .draw import Drawing, from_graph, from_tape, from_tensor, is_fused, preview, render_svg, to_digraph, esc
+from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
+                   svg_html, to_digraph)
 
 try:
     import ipywidgets as W
@@ -27,27 +38,184 @@ VERBS = {'add': 'adds', 'mul': 'multiplies', 'div': 'divides', 'pow': 'raises to
          'reshape': 'reshapes', 'transpose': 'transposes', 'broadcast_to': 'broadcasts', 'getitem': 'indexes',
          'fma': 'multiplies and adds (fused)', 'where': 'selects between'}
 
+SVG_NS = 'http://www.w3.org/2000/svg'
+ET.register_namespace('', SVG_NS)                 # serialise as plain <svg>, <g>, ... (no ns0: prefixes)
+ET.register_namespace('xlink', 'http://www.w3.org/1999/xlink')
+_G, _TEXT = f'{{{SVG_NS}}}g', f'{{{SVG_NS}}}text'
+_SHAPES = {f'{{{SVG_NS}}}{t}' for t in ('path', 'polygon', 'ellipse', 'polyline')}
+
 
 class Frame:
-    """One step: what happened (caption), what is highlighted, and the values/gradients known so far."""
+    """One step: a caption, and how it restyles the stepper's shared layout.
+
+    ``highlight``: vertex keys, (src, dst) pairs, edge numbers and cluster keys to emphasise;
+    ``values``/``grads``: what the label rows show (vertex key -> array; ``values=None`` keeps the drawing's);
+    ``hidden``/``ghost``/``dim``: vertices not there (yet, or any more), just removed, not reached yet;
+    ``edges``: the extra (gradient-flow) edges shown so far; ``shown_edges``: the drawing's edge numbers shown
+    (None: all whose ends are shown); ``clusters``: cluster keys shown (None: all); ``title``: the graph label."""
 
     def __init__(self, kind, caption, highlight=(), values=None, grads=None, edges=(), target=None,
-                 contribution=None, op=None, graph=None, changes=None):
+                 contribution=None, op=None, graph=None, changes=None, hidden=(), ghost=(), dim=(),
+                 shown_edges=None, ghost_edges=(), clusters=None, title=None):
         self.kind, self.caption, self.highlight = kind, caption, set(highlight)
-        self.values, self.grads, self.edges = values or {}, grads, list(edges)
+        self.values, self.grads, self.edges = values, grads, list(edges)
         self.target, self.contribution, self.op = target, contribution, op
         self.graph, self.changes = graph, changes or {}
+        self.hidden, self.ghost, self.dim = set(hidden), set(ghost), set(dim)
+        self.shown_edges, self.ghost_edges = shown_edges, set(ghost_edges)
+        self.clusters, self.title = clusters, title
         self.svg_text = None
 
     def __repr__(self):
         return f'<Frame {self.kind}: {self.caption}>'
 
 
-class _Player(_Base):
-    """Controls shared by both steppers: Play, slider, Prev/Next, caption, SVG, side table."""
+# ------------------------------------------------------------------ one layout, restyled per frame
+def _widest(best, k, text):
+    if text and len(text) > len(best.get(k, '')):
+        best[k] = text
 
-    def _setup(self, frames, drawing=None, max_nodes=150):
-        self.frames, self._drawing, self._max_nodes, self._index = frames, drawing, max_nodes, 0
+
+def _center_x(shapes) -> str:
+    xs = []
+    for s in shapes:
+        if s.get('cx') is not None:
+            xs.append(float(s.get('cx')))
+        else:
+            nums = [float(v) for v in re.findall(r'-?\d+(?:\.\d+)?', s.get('d') or s.get('points') or '')]
+            xs += nums[0::2]
+    return f'{(min(xs) + max(xs)) / 2:.2f}' if xs else '0'
+
+
+def _outline(shapes, color, width):
+    for s in shapes:
+        if s.get('stroke') not in (None, 'none', 'transparent'):
+            s.set('stroke', color)
+            s.set('stroke-width', width)
+
+
+def _set_text(t, text, cx):
+    # graphviz places HTML-label text by its start; centre it instead, so text of another width stays centred
+    t.text = text
+    t.set('text-anchor', 'middle')
+    t.set('x', cx)
+
+
+class Layout:
+    """The one graphviz layout shared by every frame of a stepper.
+
+    The union drawing (everything any frame shows) is rendered once, with the widest text each label row takes
+    in any frame; `render(frame)` restyles a copy of that SVG and never runs graphviz again, so nodes never
+    move and the canvas never changes size."""
+
+    def __init__(self, d: Drawing, frames, extra_edges=(), max_nodes=150):
+        self.drawing, self.n_base = d, len(d.edges)
+        self.edges = list(d.edges) + list(extra_edges)
+        vals, grads = {}, {}
+        for f in frames:
+            for k, v in self._values(f).items():
+                _widest(vals, k, preview(v))
+            for k, g in (f.grads or {}).items():
+                _widest(grads, k, preview(g))
+        titles = [f.title for f in frames if f.title]
+        dot = to_digraph(d, values=vals, grads=grads, max_nodes=max_nodes, extra_edges=extra_edges,
+                         title=max(titles, key=len) if titles else None)
+        self.base = render_svg(dot)
+        self.vertices = set(re.findall(r'<g id="mg-([^"]+)" class="node"', self.base))
+
+    def _values(self, f) -> dict:
+        if f.values is not None:
+            return f.values
+        return {k: v['value'] for k, v in self.drawing.vertices.items() if v['kind'] == 'data'
+                and v['value'] is not None}
+
+    def render(self, f: Frame) -> str:
+        root = ET.fromstring(self.base)
+        values = self._values(f)
+        for g in root.iter(_G):
+            gid, cls = g.get('id', ''), g.get('class', '')
+            if cls == 'graph':
+                if f.title:
+                    shapes = [c for c in g if c.tag in _SHAPES]
+                    for t in (c for c in g if c.tag == _TEXT):
+                        _set_text(t, f.title, _center_x(shapes[:1]))
+            elif gid.startswith('mg-') and cls == 'node':
+                self._node(g, gid[3:], f, values)
+            elif gid.startswith('mg-e') and cls == 'edge':
+                self._edge(g, int(gid[4:]), f)
+            elif gid.startswith('mg-') and cls == 'cluster':
+                key = gid[3:]
+                if f.clusters is not None and key not in f.clusters:
+                    g.set('visibility', 'hidden')
+                elif key in f.highlight:
+                    _outline([c for c in g if c.tag in _SHAPES], HL, '2.5')
+                    g.set('class', 'cluster mg-highlight-cluster')
+        return ET.tostring(root, encoding='unicode')
+
+    def _node(self, g, key, f, values):
+        v = self.drawing.vertices.get(key)
+        if v is None:
+            return
+        if key in f.hidden:
+            g.set('visibility', 'hidden')
+            g.set('class', 'node mg-hidden')
+            return
+        shapes = [c for c in g if c.tag in _SHAPES]
+        if v['kind'] == 'data':
+            value = values.get(key, v['value'] if v['role'] == 'constant' else None)
+            grad = (f.grads or {}).get(key)
+            cx = _center_x(shapes)
+            for t in g:
+                if t.tag != _TEXT or not t.get('font-family', '').startswith('Courier'):
+                    continue                       # only the value row and the (red) grad row change
+                is_grad = t.get('fill') == BWD
+                shown = grad if is_grad else value
+                if shown is None:
+                    t.text = ''                    # not known yet in this frame
+                    t.set('visibility', 'hidden')
+                else:
+                    _set_text(t, ('grad ' if is_grad else '') + preview(shown), cx)
+        if key in f.highlight:
+            _outline(shapes, HL, '3')
+            g.set('class', 'node mg-highlight')
+        elif key in f.ghost:
+            g.set('opacity', '0.35')
+            for s in shapes:
+                s.set('stroke-dasharray', '4,2')
+            g.set('class', 'node mg-ghost')
+        elif key in f.dim:
+            g.set('opacity', '0.3')
+            g.set('class', 'node mg-pending')
+
+    def _edge(self, g, n, f):
+        a, b = self.edges[n][:2]
+        if n >= self.n_base:
+            shown = n - self.n_base < len(f.edges)
+        else:
+            shown = f.shown_edges is None or n in f.shown_edges
+        if not shown or a in f.hidden or b in f.hidden:
+            g.set('visibility', 'hidden')
+            return
+        if n in f.highlight or (a, b) in f.highlight:
+            for c in g:
+                if c.tag in _SHAPES:
+                    c.set('stroke', HL)
+                    c.set('stroke-width', '2.5')
+                    if c.get('fill') not in (None, 'none'):
+                        c.set('fill', HL)
+                elif c.tag == _TEXT:
+                    c.set('fill', HL)
+            g.set('class', 'edge mg-highlight-edge')
+        elif n in f.ghost_edges or {a, b} & (f.ghost | f.dim):
+            g.set('opacity', '0.3')
+
+
+# ------------------------------------------------------------------ the widget
+class _Player(_Base):
+    """Controls shared by every stepper: Play, slider, Prev/Next, caption, drawing, side table."""
+
+    def _setup(self, frames, layout, table=False):
+        self.frames, self.graph_layout, self._index = frames, layout, 0
         if W is None:
             return
         n = len(frames) - 1
@@ -61,12 +229,13 @@ class _Player(_Base):
         self.next_button.on_click(lambda _: self.next())
         self.caption = W.HTML()
         self.caption.add_class('mg-caption')
-        self.image = W.HTML(layout=W.Layout(overflow='auto'))
+        # the drawing may shrink (min_width 0) so that it fits beside the table instead of scrolling sideways
+        self.image = W.HTML(layout=W.Layout(flex='1 1 auto', min_width='0'))
         self.image.add_class('mg-svg')
-        self.table = W.HTML(layout=W.Layout(min_width='220px', overflow='auto'))
+        self.table = W.HTML(layout=W.Layout(flex='0 0 auto', min_width='220px', overflow='auto'))
         self.slider.observe(lambda ch: self._show(ch['new']), names='value')
-        super().__init__([W.HBox([self.play, self.prev_button, self.next_button, self.slider]), self.caption,
-                          W.HBox([self.image, self.table])])
+        body = W.HBox([self.image, self.table] if table else [self.image], layout=W.Layout(width='100%'))
+        super().__init__([W.HBox([self.play, self.prev_button, self.next_button, self.slider]), self.caption, body])
         self.add_class('mg-stepper')
         self._show(0)
 
@@ -99,7 +268,7 @@ class _Player(_Base):
     def svg(self) -> str:
         f = self.frame
         if f.svg_text is None:
-            f.svg_text = render_svg(self._digraph(f))
+            f.svg_text = self.graph_layout.render(f)
         return f.svg_text
 
     def _show(self, i):
@@ -117,19 +286,21 @@ class _Player(_Base):
     def _repr_mimebundle_(self, **kwargs):
         # a static copy of the current frame for viewers without a live kernel (GitHub, nbviewer, HTML export)
         data = dict((super()._repr_mimebundle_(**kwargs) if W is not None else None) or {'text/plain': repr(self)})
-        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{self.svg}</div>'
+        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{svg_html(self.svg)}</div>'
         return data
 
     def _table(self, f) -> str:
         return ''
 
 
+# ------------------------------------------------------------------ forward and backward
 class Stepper(_Player):
     """Step through the forward pass and then the backward pass of a tape or a static graph.
 
     ``Stepper(loss)`` (a Tensor whose graph is still there: backward(retain_graph=True) or not yet called),
     ``Stepper(tape)`` (``with mg.Tape() as tape:``), or ``Stepper(symbol_or_graph, feed_dict={x: ...})``
     (values computed with the reference interpreter). The user's tensors and their .grad are not touched.
+    Ops not reached yet are drawn faded.
 
     >>> import minigrad as mg
     >>> a = mg.tensor(3.0, requires_grad=True, name='a')
@@ -153,7 +324,9 @@ class Stepper(_Player):
             d, steps, root_key = self._from_graph(obj, feed_dict, fetch)
         values = {k: v['value'] for k, v in d.vertices.items() if v['kind'] == 'data' and v['value'] is not None
                   and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
-        self._setup(_frames(d, steps, values, root_key), d, max_nodes)
+        frames = _frames(d, steps, values, root_key)
+        self._drawing = d
+        self._setup(frames, Layout(d, frames, max((f.edges for f in frames), key=len), max_nodes), table=True)
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
@@ -179,10 +352,6 @@ class Stepper(_Player):
         ok = len(fetch) == 1 and root.dtype.kind == 'f' and not has_bwd and id(root) in d._keys
         return d, steps, d._keys[id(root)] if ok else None
 
-    def _digraph(self, f):
-        return to_digraph(self._drawing, f.highlight, values=f.values, grads=f.grads if f.grads else {},
-                          max_nodes=self._max_nodes, extra_edges=f.edges)
-
     def _table(self, f) -> str:
         rows = []
         for k, v in self._drawing.vertices.items():
@@ -204,8 +373,10 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
     """Forward frames in step order, then backward frames (one per gradient contribution along an edge)."""
     values = dict(values)
     names = ', '.join(_name(d, k) for k in values if d.vertices[k]['role'] != 'constant') or 'none'
+    pending = [{s.key, *s.outs} for s in steps]         # faded until that step has run
     frames = [Frame('start', f'Before the forward pass: only the inputs have values ({names}).',
-                    {k for k in values if d.vertices[k]['role'] != 'constant'}, dict(values))]
+                    {k for k in values if d.vertices[k]['role'] != 'constant'}, dict(values),
+                    dim=set().union(*pending))]
     n = len(steps)
     for i, s in enumerate(steps, 1):
         for k, v in zip(s.outs, s.out_vals or ()):
@@ -216,7 +387,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
         kind = 'backward graph ' if s.backward else ''
         frames.append(Frame('forward', f'Forward step {i} of {n}: {kind}{op} {VERBS.get(op, f"computes {op} of")} '
                             f'{ins}, giving {res}.', {s.key, *s.outs}, dict(values), op=s.key, target=s.outs[0]
-                            if s.outs else None))
+                            if s.outs else None, dim=set().union(*pending[i:])))
     if root_key is None or not steps:
         return frames
     from ..tensor import no_grad
@@ -263,8 +434,64 @@ def _sig(node):
     return node.op, tuple(o.name for o in node.outputs)
 
 
+def _stable(obj):
+    """What identifies a drawn thing across compiler snapshots: passes copy nodes, keeping ops and names."""
+    from ..graph import Node
+    if isinstance(obj, Node):
+        return ('op',) + _sig(obj)
+    return 'val', obj.name, {'constant': 'const', 'placeholder': 'in', 'variable': 'in'}.get(obj.op, 'val')
+
+
+class _Union:
+    """The union of several drawings of one evolving graph, each vertex under a key stable across them."""
+
+    def __init__(self):
+        self.d, self.keys, self.edge_ids = Drawing(), {}, {}
+
+    def add(self, d: Drawing):
+        """Merge one snapshot's drawing; return the (vertex keys, edge numbers, cluster keys) it shows."""
+        obj = {d._keys[id(o)]: o for o in d._keep}
+        seen = set()
+
+        def key(sig):
+            while sig in seen:             # two things of one snapshot that look alike: keep both
+                sig += ('again',)
+            seen.add(sig)
+            return self.keys.setdefault(sig, f'u{len(self.keys)}')
+
+        cmap = {}
+        for c in d.clusters:
+            head, _, tail = c.partition('_')
+            cmap[c] = key(('cluster', _stable(obj[head]) if head in obj else head, tail))
+        kmap = {}
+        for k, v in d.vertices.items():
+            K = kmap[k] = key(_stable(obj[k]))
+            old = self.d.vertices.get(K)
+            new = dict(v, cluster=cmap.get(v.get('cluster')))
+            if new['cluster'] is None and old is not None:
+                new['cluster'] = old['cluster']      # a value that is fused later stays inside its kernel's box
+            self.d.vertices[K] = new
+        for c, K in cmap.items():
+            info = d.clusters[c]
+            self.d.clusters[K] = dict(info, parent=cmap.get(info.get('parent')))
+        edges, count = set(), {}
+        for a, b, style, label in d.edges:
+            if a not in kmap or b not in kmap:
+                continue
+            ident = (kmap[a], kmap[b], style)
+            count[ident] = count.get(ident, -1) + 1
+            if ident + (count[ident],) not in self.edge_ids:
+                self.edge_ids[ident + (count[ident],)] = len(self.d.edges)
+                self.d.edges.append((kmap[a], kmap[b], style, label))
+            edges.add(self.edge_ids[ident + (count[ident],)])
+        return set(kmap.values()), edges, set(cmap.values())
+
+
 class PassStepper(_Player):
     """One frame per compiler pass: the graph after it, with added/fused nodes highlighted, removed ones ghosted.
+
+    All snapshots share one layout (their union), so a node keeps its place from pass to pass and a fused
+    kernel appears as a box around the nodes it swallowed.
 
     >>> import minigrad as mg                              # doctest: +SKIP
     >>> s = mg.viz.PassStepper(mg.compile([y], [x]))     # doctest: +SKIP
@@ -274,6 +501,9 @@ class PassStepper(_Player):
         history = list(getattr(program, 'history', None) or [])
         if not history:
             raise MinigradError('PassStepper: this program has no pass history (program.history is empty)')
+        union = _Union()
+        shown = [union.add(from_graph(g)[0]) for _, g in history]
+        everything = set(union.d.vertices)
         frames, prev = [], None
         for i, (name, g) in enumerate(history):
             cur = {_sig(n): n for n in g.nodes}
@@ -289,25 +519,304 @@ class PassStepper(_Player):
             if declined:                             # what the pass chose not to do, and why
                 cap += ' Declined: ' + '; '.join(declined[:3]) + (f' (+{len(declined) - 3} more)'
                                                                    if len(declined) > 3 else '') + '.'
-            d, _ = from_graph(g)
-            if removed:
-                d.clusters['removed'] = dict(label='removed by this pass', color='#999999')
-                for n in removed:
-                    d.op(d.key(n, 'r'), n.op, cluster='removed', ghost=True,
-                         detail=', '.join(o.name for o in n.outputs))
-            hl = {d._keys[id(n)] for n in added if id(n) in d._keys}     # (a fused node's key is its cluster)
-            for n in added:                          # ... and the added node's outputs / the cluster's inside
-                hl.update(d._keys[id(o)] for o in n.outputs if d._keys.get(id(o)) in d.vertices)
-                hl.update(k for k, v in d.vertices.items() if v.get('cluster') == d._keys.get(id(n)))
-            f = Frame('pass', cap, hl, graph=g, changes=ch, op=name)
-            f.drawing, f.added, f.removed = d, added, removed
+            V, E, C = shown[i]
+            pV, pE, pC = shown[i - 1] if i else (V, E, C)
+            ghost, ghost_e = pV - V, pE - E
+            f = Frame('pass', cap, (V - pV) | (C - pC), graph=g, changes=ch, op=name, hidden=everything - V - ghost,
+                      ghost=ghost, shown_edges=E | ghost_e, ghost_edges=ghost_e, clusters=C,
+                      title='the graph as built' if i == 0 else f'after {name}')
+            f.added, f.removed = added, removed
             frames.append(f)
             prev = g
         self.program = program
-        self._setup(frames, None, max_nodes)
+        self._setup(frames, Layout(union.d, frames, max_nodes=max_nodes))
 
-    def _digraph(self, f):
-        return to_digraph(f.drawing, f.highlight, max_nodes=self._max_nodes, title=f'after {f.op}')
+
+def pass_diff(program, pass_name) -> str:
+    """The listing before and after one compiler pass, lines marked '-' (removed) and '+' (added)."""
+    names = [n for n, _ in program.history]
+    if pass_name not in names[1:]:
+        raise MinigradError(f'pass_diff: no pass {pass_name!r} in program.history ({", ".join(names[1:])})')
+    i = names.index(pass_name, 1)
+    before, after = str(program.history[i - 1][1]).splitlines(), str(program.history[i][1]).splitlines()
+    return '\n'.join([f'--- before {pass_name} ({len(before)} lines)']
+                     + [('  ' if line in after else '- ') + line for line in before]
+                     + [f'+++ after {pass_name} ({len(after)} lines)']
+                     + [('  ' if line in before else '+ ') + line for line in after])
+
+
+# ------------------------------------------------------------------ derivatives as sums over paths
+class PathStepper(_Player):
+    """A derivative as a sum over paths (lesson 01): one frame per path from `wrt` up to the output, with the
+    product of the local derivatives on its edges, then the sum, which is what backward() computes.
+
+    ``PathStepper(tape, wrt)`` or ``PathStepper(y, wrt)`` (y's graph not freed yet); scalar values only.
+    Every edge into an op is labelled with its local derivative (written ∂).
+
+    >>> import minigrad as mg
+    >>> w = mg.tensor(1.0, requires_grad=True, name='w'); x = mg.tensor(2.0, requires_grad=True, name='x')
+    >>> with mg.Tape() as tape:
+    ...     y = (w + x) * (w + 1)
+    >>> [f.contribution for f in mg.viz.PathStepper(tape, w).frames if f.kind == 'path']
+    [2.0, 3.0]
+    """
+
+    def __init__(self, obj, wrt, root=None, max_paths=64, max_nodes=150):
+        from ..tensor import Tape, Tensor, no_grad
+        if isinstance(obj, Tape):
+            d, steps = from_tape(obj, root)
+            root_key = d._keys[id(root if root is not None else obj.entries[-1].output)]
+        elif isinstance(obj, Tensor):
+            d, steps = from_tensor(obj, need_values=True)
+            root_key = steps[-1].outs[0] if steps else None
+        else:
+            raise TypeError(f'PathStepper: expected a Tape or a Tensor, got {type(obj).__name__}')
+        start = d._keys.get(id(wrt))
+        if start not in d.vertices or root_key is None:
+            raise MinigradError(f"PathStepper: '{getattr(wrt, 'name', wrt)}' is not an input of this graph")
+        into = {}
+        for n, (a, b, _, _) in enumerate(d.edges):
+            into.setdefault(b, []).append(n)
+        local, nxt = {}, {}               # edge number -> local derivative; data key -> [(edge in, edge out, step)]
+        with no_grad():
+            for s in steps:
+                vals = [v for v in (*s.in_vals, *s.out_vals) if v is not None]
+                if any(np.size(v) != 1 for v in vals):
+                    raise MinigradError('PathStepper: every value must be a scalar (a local derivative of a '
+                                        'tensor op is a whole Jacobian); use Stepper for tensors')
+                ins = [np.array(v, dtype=float) if v is not None else None for v in s.in_vals]
+                out = np.array(s.out_vals[0], dtype=float)
+                contrib = s.prim.vjp(tuple(s.needs), np.ones_like(out), out, *ins, **s.params)
+                out_edge = next(n for n, e in enumerate(d.edges) if e[:2] == (s.key, s.outs[0]))
+                edges_in = iter(into.get(s.key, []))
+                for k, c, need in zip(s.ins, contrib, s.needs):
+                    if k is None:
+                        continue
+                    n = next(edges_in)
+                    if need and c is not None:
+                        local[n] = float(np.asarray(getattr(c, 'data', c)).reshape(()))
+                        nxt.setdefault(k, []).append((n, out_edge, s))
+        paths, todo = [], [(start, [start], [], [])]      # depth-first, without recursion
+        while todo:
+            k, keys, edges, factors = todo.pop()
+            if k == root_key:
+                paths.append((keys, edges, factors))
+                if len(paths) > max_paths:
+                    raise MinigradError(f'PathStepper: more than {max_paths} paths; their number grows '
+                                        f'exponentially with depth, which is why backward() never lists them')
+                continue
+            for n_in, n_out, s in reversed(nxt.get(k, [])):
+                todo.append((s.outs[0], keys + [s.key, s.outs[0]], edges + [n_in, n_out], factors + [local[n_in]]))
+        y, x = _name(d, root_key), _name(d, start)
+        labelled = copy.copy(d)
+        labelled.edges = [(a, b, st, f'∂ {local[n]:.4g}' if n in local else lab)
+                          for n, (a, b, st, lab) in enumerate(d.edges)]
+        everything = set(d.vertices)
+        frames = [Frame('start', f'Each edge into an op is labelled with its local derivative ∂. ∂{y}/∂{x} is the '
+                        f'sum, over every path from {x} up to {y}, of the product of the ∂ labels along the path. '
+                        f'There are {len(paths)} such paths.', {start, root_key})]
+        total, products = 0.0, []
+        for i, (keys, edges, factors) in enumerate(paths, 1):
+            prod = float(np.prod(factors))
+            total += prod
+            products.append(f'{prod:.4g}')
+            route = ' → '.join(_name(d, k) for k in keys if d.vertices[k]['kind'] == 'data')
+            frames.append(Frame('path', f'Path {i} of {len(paths)}: {route}. Product of its local derivatives: '
+                                f'{" × ".join(f"{v:.4g}" for v in factors)} = {prod:.4g}. Running sum: {total:.4g}.',
+                                set(keys) | set(edges), dim=everything - set(keys), target=root_key,
+                                contribution=prod))
+        on_paths = set().union(*(set(k) | set(e) for k, e, _ in paths)) if paths else set()
+        frames.append(Frame('sum', f'Sum over the {len(paths)} paths: {" + ".join(products) or "0"} = {total:.4g} '
+                            f'= ∂{y}/∂{x}, the number backward() puts in {x}.grad.', on_paths,
+                            dim=everything - {k for k in on_paths if isinstance(k, str)}, contribution=total))
+        self.total = total
+        self._setup(frames, Layout(labelled, frames, max_nodes=max_nodes))
+
+
+# ------------------------------------------------------------------ a while_loop's stack
+class LoopStepper(_Player):
+    """A while_loop run one iteration at a time (lesson 04): every iteration pushes its loop variables on a
+    stack; the gradient pops them, last first, and applies the body's VJP at each saved state.
+
+    It runs the library's own sub-graphs (the while node's cond and body, the while_grad node's grad_graph)
+    with the reference interpreter, exactly as Session.run does. ``LoopStepper(result, feed_dict={...})``
+    where `result` is an output of ``mg.while_loop``; the backward frames appear when ``mg.gradients`` was
+    taken through that loop in the same graph. ``names`` names the loop variables."""
+
+    def __init__(self, result, feed_dict=None, names=None, max_iterations=24, max_nodes=150):
+        from ..interpreter import evaluate, run_graph
+        node = getattr(result, 'node', None)
+        if node is None or node.op != 'while':
+            raise MinigradError('LoopStepper: pass an output of mg.while_loop (e.g. the first loop variable)')
+        graph, p = result.graph, node.params
+        cg, bg = p['cond_graph'], p['body_graph']
+        n, nc = len(bg.inputs), len(cg.captures)
+        feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
+        args = evaluate(graph, list(node.inputs), feeds)
+        state, ccap, bcap = list(args[:n]), args[n:n + nc], args[n + nc:]
+        names = list(names or [s.name for s in node.inputs[:n]])
+
+        def show(vals):
+            return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(names, vals))
+
+        d = Drawing()
+        lv = [d.data(f'lv{i}', names[i], s.shape, s.dtype, role='leaf') for i, s in enumerate(bg.inputs)]
+        ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.op not in ('placeholder', 'constant')))
+        d.op('cond', 'cond', detail=ops(cg))
+        d.op('body', 'body', detail=ops(bg))
+        for k in lv:
+            d.edge(k, 'cond')
+            d.edge(k, 'body')
+        for k in lv:
+            d.edge('body', k, 'back')
+        # forward: run cond and body like the while node does, pushing the loop vars before each body run
+        stack, states = [], [list(state)]
+        while bool(np.asarray(run_graph(cg, state, ccap)[0]).reshape(-1)[0]):
+            if len(stack) >= max_iterations:
+                raise MinigradError(f'LoopStepper: the loop runs more than {max_iterations} iterations; raise '
+                                    f'max_iterations= to step through all of them')
+            stack.append(tuple(state))
+            state = run_graph(bg, state, bcap)
+            states.append(list(state))
+        d.clusters['stack'] = dict(label='stack (newest on top)', color='#c07000')
+        slots = [d.data(f'slot{k}', f'stack[{k}]', None, None, role='value', cluster='stack')
+                 for k in range(len(stack))]
+        for k in range(len(stack) - 1):
+            d.edge(slots[k + 1], slots[k], 'invis')      # newest on top
+        push = [len(d.edges) + k for k in range(len(stack))]
+        for k in slots:
+            d.edge('body', k, 'flow', 'push')
+        # backward: the while_grad node's grad_graph, applied to each popped entry
+        wg = next((m for m in graph.nodes if m.op == 'while_grad' and m.inputs[0] is node.outputs[-1]), None)
+        fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
+        bwd_keys, pop, cts, acc = set(), [], [], None
+        if wg is not None:
+            gg = wg.params['grad_graph']
+            n_ct = len(wg.inputs) - 1 - len(gg.captures)
+            vals = evaluate(graph, list(wg.inputs[1:]), feeds)
+            cts, caps = list(vals[:n_ct]), vals[n_ct:]
+            d.op('vjp', 'body VJP', backward=True)
+            ct = [d.data(f'ct{i}', f'grad {names[i]}', bg.inputs[i].shape, bg.inputs[i].dtype, role='grad')
+                  for i in fl]
+            cap_names = [outer.name for outer, _ in gg.captures]
+            inv = [d.data(f'cg{j}', f'grad {cap_names[j]}', None, None, role='grad')
+                   for j in range(len(gg.outputs) - n_ct)]
+            for k in ct:
+                d.edge(k, 'vjp', 'bwd')
+            for k in ct:
+                d.edge('vjp', k, 'back')
+            for k in inv:
+                d.edge('vjp', k, 'bwd')
+            pop = [len(d.edges) + k for k in range(len(stack))]
+            for k in slots:
+                d.edge(k, 'vjp', 'bwd', 'pop')
+            bwd_keys = {'vjp', *ct, *inv}
+        base = set(range(len(d.edges))) - set(push) - set(pop)
+        slot_text = {s: show(v) for s, v in zip(slots, stack)}
+        hidden_all = set(slots) | bwd_keys
+
+        def values_at(vals, upto, extra=None):
+            out = {k: v for k, v in zip(lv, vals)}
+            out.update((s, slot_text[s]) for s in slots[:upto])
+            out.update(extra or {})
+            return out
+
+        frames = [Frame('start', f'Before the loop: {show(states[0])}. The stack is empty.', set(lv),
+                        values_at(states[0], 0), hidden=hidden_all, shown_edges=base)]
+        for k in range(len(stack)):
+            frames.append(Frame('forward', f'Iteration {k + 1}: cond is true, so the loop pushes ({show(stack[k])}) '
+                                f'on the stack as stack[{k}], then runs the body: now {show(states[k + 1])}.',
+                                {slots[k], 'body', push[k], *lv}, values_at(states[k + 1], k + 1),
+                                hidden=hidden_all - set(slots[:k + 1]), shown_edges=base | {push[k]}))
+        frames.append(Frame('forward', f'cond is false for ({show(states[-1])}): the loop ends after {len(stack)} '
+                            f'iterations. The stack keeps every iteration\'s inputs for the backward pass.',
+                            {'cond', *lv}, values_at(states[-1], len(stack)),
+                            hidden=hidden_all - set(slots), shown_edges=base))
+        if wg is not None:
+            def grads_at(cts, acc):
+                out = {k: c for k, c in zip(ct, cts)}
+                out.update((k, a) for k, a in zip(inv, acc or [0.0] * len(inv)))
+                return out
+            gname = ', '.join(f'grad {names[i]} = {preview(c)}' for i, c in zip(fl, cts))
+            frames.append(Frame('backward', f'Backward: the gradient arriving at the loop\'s result: {gname}.',
+                                set(ct), values_at(states[-1], len(stack), grads_at(cts, acc)),
+                                hidden=set(), shown_edges=base))
+            for k in reversed(range(len(stack))):
+                res = run_graph(gg, [*stack[k], *cts], caps)
+                before, cts, new = cts, list(res[:n_ct]), list(res[n_ct:])
+                acc = new if acc is None else [a + b for a, b in zip(acc, new)]
+                change = ', '.join(f'grad {names[i]} {preview(a)} → {preview(b)}' for i, a, b in zip(fl, before, cts))
+                frames.append(Frame('backward', f'Pop stack[{k}] ({show(stack[k])}): the body\'s VJP at exactly '
+                                    f'that iteration\'s inputs turns {change}.', {slots[k], 'vjp', pop[k], *ct, *inv},
+                                    values_at(states[-1], k + 1, grads_at(cts, acc)),
+                                    hidden=set(slots[k + 1:]), shown_edges=base | {pop[k]}))
+            done = ', '.join(f'd(result)/d({names[i]} at the start) = {preview(c)}' for i, c in zip(fl, cts))
+            frames.append(Frame('backward', f'The stack is empty: {done}; this is what mg.gradients returns.',
+                                set(ct) | set(inv), values_at(states[-1], 0, grads_at(cts, acc)),
+                                hidden=set(slots), shown_edges=base))
+        self.stack, self.states = stack, states
+        self.grads = cts if wg is not None else None              # w.r.t. the initial float loop variables
+        self.invariant_grads = acc if wg is not None else None    # w.r.t. float values the body reads
+        self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
+
+
+# ------------------------------------------------------------------ a tracer at work
+class TraceStepper(_Player):
+    """A tracer at work (lesson 06): one frame per node, in the order the traced Python function's ops added
+    them to the graph. ``TraceStepper(mg.trace(fn, *examples))`` or ``TraceStepper(graph)``."""
+
+    def __init__(self, obj, max_nodes=150):
+        from ..graph import Graph
+        from ..interpreter import needed_nodes
+        from .draw import _as_graph
+        found = _as_graph(obj)
+        if found is None:
+            raise TypeError(f'TraceStepper: expected a traced function or a Graph, got {type(obj).__name__}')
+        g, fetch = found
+        d, _ = from_graph(g, fetch)
+        nodes = needed_nodes(g, fetch) if fetch else list(g.nodes)
+        everything, shown, frames = set(d.vertices), set(), []
+        inputs = [m for m in nodes if m.op == 'placeholder']
+
+        def reveal(m):
+            ok = d._keys.get(id(m))
+            keys = {ok} if ok in d.vertices else set()
+            keys |= {d._keys[id(o)] for o in m.outputs if d._keys.get(id(o)) in d.vertices}
+            inner = {c for c in d.clusters if ok is not None and (c == ok or c.startswith(ok + '_'))}
+            keys |= {k for k, v in d.vertices.items() if v.get('cluster') in inner}
+            return keys
+
+        first = set().union(*(reveal(m) for m in inputs)) if inputs else set()
+        shown |= first
+        desc = ', '.join(f'{o.name} ({_shape(o)})' for m in inputs for o in m.outputs)
+        frames.append(Frame('trace', f'The tracer makes one placeholder per example input: {desc or "none"}; then it '
+                            f'calls the function with them. Each op on a Symbol adds a node instead of computing.',
+                            first, hidden=everything - shown))
+        count = len(inputs)
+        for m in nodes:
+            if m.op == 'placeholder':
+                continue
+            new = reveal(m) - shown
+            shown |= new
+            out = ', '.join(f'{o.name} ({_shape(o)})' for o in m.outputs)
+            if m.op in ('constant', 'variable'):
+                cap = f'The function uses a value from outside: the tracer adds it as a {m.op}, {out}.'
+            else:
+                ins = ', '.join(i.name for i in m.inputs)
+                cap = (f'The function applies {m.op} to {ins}: on Symbols nothing is computed; the tracer appends '
+                       f'the node {out}.')
+            count += 1
+            frames.append(Frame('trace', f'{cap} Nodes so far: {count}.', new, hidden=everything - shown))
+        result = ', '.join(s.name for s in (fetch or g.outputs or nodes[-1].outputs))
+        frames.append(Frame('trace', f'The function returned {result}: the graph is complete. It can be run, '
+                            f'compiled and differentiated without calling the Python function again.',
+                            {d._keys[id(s)] for s in (fetch or []) if d._keys.get(id(s)) in d.vertices}))
+        self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
+
+
+def _shape(s):
+    from .draw import _shape_str
+    return _shape_str(s.shape, s.dtype)
 
 
 # ------------------------------------------------------------------ memory
