@@ -108,7 +108,7 @@ def relu(x):
     """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch."""
     if isinstance(x, hooks.tensor_type):       # the eager fast path (same primitives)
         ea = hooks.eager_apply
-        return ea(P.where, (ea(P.greater, (x, 0), {}), x, 0), {})
+        return ea(P.where, (ea(P.less, (0, x), {}), x, 0), {})
     (x,) = _lift(x)
     return P.where(P.greater(x, 0), x, 0)
 
@@ -316,11 +316,11 @@ class OpsMixin:
     def __neg__(self): return P.neg(self)
     def __pos__(self): return self
     def __lt__(self, o): return apply(P.less, self, o)
-    def __le__(self, o): return apply(P.less_equal, self, o)
-    def __gt__(self, o): return apply(P.greater, self, o)
-    def __ge__(self, o): return apply(P.greater_equal, self, o)
+    def __le__(self, o): return P.less_equal(self, o)
+    def __gt__(self, o): return apply(P.less, o, self)
+    def __ge__(self, o): return P.greater_equal(self, o)
     def __eq__(self, o): return apply(P.equal, self, o)
-    def __ne__(self, o): return apply(P.not_equal, self, o)
+    def __ne__(self, o): return P.not_equal(self, o)
     def __getitem__(self, idx): return P.getitem(self, idx=_index(idx))
     def __abs__(self): return abs(self)
 

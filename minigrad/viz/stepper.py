@@ -12,6 +12,7 @@ import html
 import numpy as np
 
 from ..errors import MinigradError
+from ..graph import PLACEHOLDER, VARIABLE
 from .draw import Drawing, from_graph, from_tape, from_tensor, is_fused, preview, render_svg, to_digraph, esc
 
 try:
@@ -172,7 +173,7 @@ class Stepper(_Player):
             s.in_vals = [env.get(id(i)) for i in s.src.inputs]
             s.out_vals = [env.get(id(o)) for o in s.src.outputs]
         for n in nodes:
-            if n.op in ('placeholder', 'variable') and id(n.outputs[0]) in d._keys:
+            if n.prim in (PLACEHOLDER, VARIABLE) and id(n.outputs[0]) in d._keys:
                 d.vertices[d._keys[id(n.outputs[0])]]['value'] = env[id(n.outputs[0])]
         has_bwd = any(s.backward for s in steps)
         root = fetch[0]
@@ -280,7 +281,7 @@ class PassStepper(_Player):
             old = {} if prev is None else {_sig(n): n for n in prev.nodes}
             added = [n for s, n in cur.items() if prev is not None and s not in old]
             removed = [n for s, n in old.items() if s not in cur]
-            fused = [n for n in added if is_fused(n) or n.op in ('fma', 'fused')]
+            fused = [n for n in added if n.prim.kind == 'compiler' and n.prim.decompose is not None]
             ch = dict(added=len(added), removed=len(removed), fused=len(fused), nodes=len(g.nodes))
             cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if prev is None else
                    f"Pass {i} of {len(history) - 1}, '{name}': removed {len(removed)} node(s), added "
