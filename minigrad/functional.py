@@ -183,6 +183,9 @@ def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'logsumexp')
+    shape = aval_of(x).shape
+    if shape is not None and 0 in [d for i, d in enumerate(shape) if axes is None or i in axes]:
+        return P.log(P.sum_(P.exp(x), axis=axes, keepdims=keepdims))     # a sum of nothing: log(0) = -inf
     m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True))
     # an infinite max shifts by 0 instead (as PyTorch): all -inf gives -inf, not -inf - -inf = nan
     m = P.where(P.mul(P.less(m, np.inf), P.greater(m, -np.inf)), m, 0)     # bool * bool: and
