@@ -1,4 +1,32 @@
 """minigrad: one op table, two interpreters (a dynamic tape and a static graph)."""
+
+
+def _version() -> str:
+    """The version in pyproject.toml (the single source): from the installed
+    distribution's metadata, or, in a source checkout that is not installed,
+    from the pyproject.toml beside the package."""
+    from importlib import metadata
+    try:
+        return metadata.version("minigrad-course")
+    except metadata.PackageNotFoundError:
+        pass
+    import re
+    from pathlib import Path
+    try:
+        text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return "0+unknown"
+    project = re.search(r"^\[project\]\s*$(.*?)(?=^\[)", text + "\n[", re.M | re.S)
+    table = project.group(1) if project else ""
+    fields = dict(re.findall(r"""^(name|version)\s*=\s*["']([^"']+)["']""", table, re.M))
+    if fields.get("name") != "minigrad-course":
+        return "0+unknown"
+    return fields.get("version", "0+unknown")
+
+
+__version__ = _version()
+del _version
+
 from . import errors
 from .errors import MinigradError, ShapeError, FeedError, GraphError, TraceError, BackwardError
 from .core import float32, float64, int64, int32, bool_, Primitive, register_primitive

@@ -20,6 +20,25 @@ indent 1, trailing newline), so ``--check`` is a byte-for-byte comparison.
 The task name comes from the first ``# Task ...:`` comment in the cell, or
 else from the nearest markdown heading above it that starts with "Task".
 In markdown cells the text between the markers becomes "*Your answer here.*".
+
+nbgrader: every cell gets ``metadata.nbgrader`` (schema 3), computed from the
+solutions, written back into solutions/*.ipynb (cell metadata only; the rest
+of the file is untouched) and copied into exercises/, so instructors can run
+``nbgrader generate_assignment`` on a solution notebook and ``autograde`` the
+learners' copies:
+
+- a code cell with BEGIN/END SOLUTION markers is an *autograded answer*
+  (``solution``), grade id ``task_<n>`` (``<n>`` from "Task 1.2" -> ``1_2``);
+- the code cell after it is its *check* (autograder test): ``grade``,
+  ``locked``, ``points`` (1 unless the solution notebook already gives that
+  cell other points), grade id ``check_<n>``;
+- a markdown cell with the markers is a *manually graded answer*
+  (``solution`` + ``grade``, nbgrader's rule for markdown), id ``answer_<n>``;
+- every other cell is *read-only* (``locked``), id ``locked_<n>-<k>``: the
+  k-th such cell of task <n> (``locked_intro-<k>`` before the first task).
+
+Running the script again changes nothing (ids and points derive from the
+notebooks). ``--check`` also fails when the solutions' metadata is stale.
 Pure standard library.
 """
 from __future__ import annotations
@@ -70,9 +89,83 @@ def _strip(text: str, stub, where: str) -> str:
     return "\n".join(out)
 
 
-def make_exercise(nb: dict, name: str) -> dict:
-    """Return the exercise version of solution notebook `nb` (a JSON dict)."""
+NBGRADER_SCHEMA = 3
+TASK_NUMBER = re.compile(r"\bTask\s+(?P<num>[0-9]+(?:\.[0-9]+)*)", re.IGNORECASE)
+
+
+def _has_solution(text: str) -> bool:
+    return any(BEGIN.match(line) for line in text.split("\n"))
+
+
+def _slug(task: str) -> str:
+    m = TASK_NUMBER.search(task)
+    raw = m.group("num") if m else task
+    return re.sub(r"[^A-Za-z0-9]+", "_", raw).strip("_").lower()[:40] or "task"
+
+
+def _nbgrader(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked,
+            "schema_version": NBGRADER_SCHEMA, "solution": solution, "task": False}
+    if grade:
+        meta["points"] = points
+    return meta
+
+
+def nbgrader_metadata(nb: dict, name: str) -> list[dict]:
+    """The nbgrader cell metadata of each cell of solution notebook `nb`."""
+    cells = nb.get("cells", [])
+    metas, used = [], set()
+    section, counter, pending_check, heading = "intro", 0, None, None
+
+    def unique(grade_id: str) -> str:
+        out, k = grade_id, 2
+        while out in used:
+            out, k = f"{grade_id}_{k}", k + 1
+        used.add(out)
+        return out
+
+    def points(i: int) -> float:
+        old = cells[i].get("metadata", {}).get("nbgrader", {}).get("points")
+        valid = isinstance(old, (int, float)) and not isinstance(old, bool) and old >= 0
+        return old if valid else 1
+
+    for i, cell in enumerate(cells):
+        text, kind = _source(cell), cell.get("cell_type")
+        if kind == "markdown":
+            found = TASK_HEADING.findall(text)
+            if found:
+                heading = found[-1].strip()
+                section, counter = _slug(heading), 0
+        if kind == "code" and _has_solution(text):
+            task = _slug(_task_name(text, heading, f"cell {i}"))
+            if task != section:
+                section, counter = task, 0
+            metas.append(_nbgrader(unique(f"task_{task}"), solution=True))
+            pending_check = task
+        elif kind == "code" and pending_check is not None:
+            metas.append(_nbgrader(unique(f"check_{pending_check}"), grade=True, locked=True,
+                                   points=points(i)))
+            pending_check = None
+        elif kind == "markdown" and _has_solution(text):
+            metas.append(_nbgrader(unique(f"answer_{section}"), solution=True, grade=True, points=points(i)))
+        else:
+            counter += 1
+            metas.append(_nbgrader(unique(f"locked_{section}-{counter}"), locked=True))
+    return metas
+
+
+def annotate(nb: dict, name: str) -> dict:
+    """A copy of solution notebook `nb` whose cells carry their nbgrader metadata."""
     nb = json.loads(json.dumps(nb))  # deep copy
+    for cell, meta in zip(nb.get("cells", []), nbgrader_metadata(nb, name)):
+        cell.setdefault("metadata", {})["nbgrader"] = meta
+    return nb
+
+
+def make_exercise(nb: dict, name: str) -> dict:
+    """Return the exercise version of solution notebook `nb` (a JSON dict),
+    nbgrader metadata included."""
+    nb = annotate(nb, name)
     heading = None
     for i, cell in enumerate(nb.get("cells", [])):
         text, where = _source(cell), f"{name}, cell {i}"
@@ -107,6 +200,13 @@ def build(root: Path = ROOT) -> dict[Path, str]:
     return wanted
 
 
+def build_solutions(root: Path = ROOT) -> dict[Path, str]:
+    """Map each solutions/ path to its text with current nbgrader cell metadata
+    (everything else in the file stays as it is)."""
+    return {sol: dumps(annotate(json.loads(sol.read_text(encoding="utf-8")), sol.name))
+            for sol in sorted((root / "solutions").glob("*.ipynb"))}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
@@ -114,20 +214,27 @@ def main(argv=None) -> int:
     ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     wanted = build(args.root)
+    solutions = build_solutions(args.root)
     exdir = args.root / "exercises"
     stale = sorted(p for p in exdir.glob("*.ipynb") if p not in wanted) if exdir.exists() else []
     changed = [p for p, text in wanted.items()
                if not p.exists() or p.read_text(encoding="utf-8") != text]
+    annotated = [p for p, text in solutions.items() if p.read_text(encoding="utf-8") != text]
     if args.check:
+        for p in annotated:
+            print(f"nbgrader metadata out of date: {p.relative_to(args.root)}")
         for p in changed:
             print(f"out of date: {p.relative_to(args.root)}")
         for p in stale:
             print(f"no solution for: {p.relative_to(args.root)}")
-        if changed or stale:
+        if changed or stale or annotated:
             print("run: python3 scripts/make_exercises.py")
             return 1
-        print(f"exercises/ is up to date ({len(wanted)} notebooks)")
+        print(f"exercises/ and the solutions' nbgrader metadata are up to date ({len(wanted)} notebooks)")
         return 0
+    for p in annotated:
+        p.write_text(solutions[p], encoding="utf-8")
+        print(f"wrote nbgrader metadata into {p.relative_to(args.root)}")
     exdir.mkdir(exist_ok=True)
     for p in changed:
         p.write_text(wanted[p], encoding="utf-8")

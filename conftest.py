@@ -1,0 +1,75 @@
+"""Repository-wide pytest set-up: the notebook options live here, not in addopts.
+
+`python3 dev.py test` (pytest with no paths) runs the library tests plus every
+notebook under notebooks/ and solutions/ through nbval, as if it had been given
+``--nbval-lax --nbval-current-env --sanitize-with=tests/nbval_sanitize.cfg``.
+Those options exist only when the nbval plugin is loaded, so they cannot sit in
+pyproject's unconditional ``addopts``: there they would make a plain
+``pytest tests/test_ops.py`` fail wherever nbval is not installed (or is
+disabled with ``-p no:nbval``). Instead this file turns them on when nbval is
+active, and when it is not, every notebook pytest meets is reported as
+*skipped* with the reason, so library tests run everywhere and notebook runs
+never vanish silently.
+
+Options given on the command line win: ``--nbval`` (strict output comparison)
+is not turned into ``--nbval-lax``, ``--nbval-kernel-name`` replaces
+``--nbval-current-env``, and an explicit ``--nbval-sanitize-with`` /
+``--sanitize-with`` file replaces the default one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+SANITIZE_FILE = ROOT / "tests" / "nbval_sanitize.cfg"
+NBVAL_MISSING = ("nbval is not installed (or disabled with -p no:nbval), so notebooks are not run; "
+                 "install it with: python -m pip install nbval")
+
+
+def _nbval_active(config) -> bool:
+    return config.pluginmanager.hasplugin("nbval")
+
+
+@pytest.hookimpl(trylast=True)  # after nbval's own pytest_configure has merged its option aliases
+def pytest_configure(config):
+    if not _nbval_active(config):
+        return
+    opt = config.option
+    if not opt.nbval:
+        opt.nbval_lax = True
+    if not opt.nbval_kernel_name:
+        opt.nbval_current_env = True
+    if not opt.nbval_sanitize_with and not getattr(opt, "sanitize_with", None):
+        opt.nbval_sanitize_with = str(SANITIZE_FILE)
+
+
+def pytest_report_header(config):
+    if _nbval_active(config):
+        opt = config.option
+        return [f"notebooks: nbval ({'strict' if opt.nbval else 'lax'}, "
+                f"{'current env' if opt.nbval_current_env else 'kernel ' + str(opt.nbval_kernel_name)}, "
+                f"sanitize with {opt.nbval_sanitize_with})"]
+    return [f"notebooks: skipped ({NBVAL_MISSING})"]
+
+
+class _SkippedNotebook(pytest.Item):
+    def runtest(self):  # never reached: the skip mark below wins
+        pytest.skip(NBVAL_MISSING)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.path.name} (not run: no nbval)"
+
+
+class _NotebookWithoutNbval(pytest.File):
+    def collect(self):
+        item = _SkippedNotebook.from_parent(self, name="notebook")
+        item.add_marker(pytest.mark.skip(reason=NBVAL_MISSING))  # reported at the notebook's path
+        yield item
+
+
+def pytest_collect_file(file_path, parent):
+    if file_path.suffix == ".ipynb" and not _nbval_active(parent.config):
+        return _NotebookWithoutNbval.from_parent(parent, path=file_path)
+    return None
