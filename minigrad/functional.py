@@ -179,12 +179,17 @@ def mean(x, axis=None, keepdims=False):
 
 
 
+def _reduces_nothing(x, axes) -> bool:
+    """True when a reduction's axes hold no elements (max has nothing to take)."""
+    shape = aval_of(x).shape
+    return shape is not None and 0 in [d for i, d in enumerate(shape) if axes is None or i in axes]
+
+
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'logsumexp')
-    shape = aval_of(x).shape
-    if shape is not None and 0 in [d for i, d in enumerate(shape) if axes is None or i in axes]:
+    if _reduces_nothing(x, axes):
         return P.log(P.sum_(P.exp(x), axis=axes, keepdims=keepdims))     # a sum of nothing: log(0) = -inf
     m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True))
     # an infinite max shifts by 0 instead (as PyTorch): all -inf gives -inf, not -inf - -inf = nan
@@ -197,6 +202,9 @@ def logsumexp(x, axis=None, keepdims=False):
 def softmax(x, axis=-1):
     (x,) = _lift(x)
     axes = _axes(x, axis, 'softmax')
+    if _reduces_nothing(x, axes):            # no max to subtract: the result is empty too
+        e = P.exp(x)
+        return P.div(e, P.sum_(e, axis=axes, keepdims=True))
     e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True)))))
     return P.div(e, P.sum_(e, axis=axes, keepdims=True))
 

@@ -174,7 +174,7 @@ mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0)
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
-    _unbroadcast(neg(div(mul(g, x), mul(y, y))), y) if n[1] else None))
+    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True)   # PyTorch's -g * (x/y) / y
 
 
 def _pow_vjp(n, g, out, x, y):
@@ -389,8 +389,9 @@ transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _trans
 
 
 def _broadcast_to_rule(x, shape):
-    out = broadcast_shapes('broadcast_to', x.shape, shape) if x.shape is not None else tuple(shape)
-    if x.shape is not None and (len(x.shape) > len(shape) or tuple(out) != tuple(shape)):
+    lead = len(shape) - len(x.shape) if x.shape is not None else 0
+    # each dim of x must be 1 or the target (an unknown dim is assumed to fit: checked when it runs)
+    if x.shape is not None and (lead < 0 or any(d not in (None, 1, t) for d, t in zip(x.shape, shape[lead:]))):
         raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} to {fmt_shape(shape)}; '
                          f'each dimension must equal the target or be 1')
     return Aval(tuple(shape), x.dtype)
@@ -556,9 +557,11 @@ def _matmul_vjp(n, g, out, a, b):
 
 
 def _lower_matmul(b, x, y):
-    """A contracted dim of size 1 makes matmul an outer product: a broadcast multiply."""
+    """A contracted dim of size 1 makes matmul an outer product: a broadcast multiply (+ 0.0,
+    as matmul's sum starts from +0.0: -0.0 becomes +0.0)."""
     if _known(x) and _known(y) and len(x.shape) >= 2 and len(y.shape) >= 2 and x.shape[-1] == 1:
-        return b.emit(mul, [x, y])
+        p = b.emit(mul, [x, y])
+        return b.emit(add, [p, b.graph.lift(np.zeros((), p.dtype))]) if p.dtype.kind == 'f' else p
     return None
 
 
@@ -594,7 +597,9 @@ def _concat_vjp(n, g, out, *xs, axis=0):
             raise ShapeError('concatenate: differentiating needs the sizes along the axis to be known')
         if need:
             idx = (slice(None),) * ax + (slice(start, start + size),)
-            grads.append(getitem(g, idx=idx))
+            gi = getitem(g, idx=idx)
+            dt = aval_of(x).dtype          # the result may be wider (int64 and float32 give float64)
+            grads.append(gi if aval_of(gi).dtype == dt or dt.kind != 'f' else cast(gi, dtype=dt))
         else:
             grads.append(None)
         start += size

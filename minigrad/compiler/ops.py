@@ -79,7 +79,14 @@ def _match_relu(node, uses_once=None):
 
 relu = _ew('relu', lambda x: np.fmax(x, np.zeros((), x.dtype)), 'max(x, 0): where(0 < x, x, 0) simplified',
            match=_match_relu,      # fmax, not maximum: like where(0 < x, x, 0) it maps nan to 0
-           emit=lambda a, out, params, ctx: f"{ctx.fn('fmax')}({a[0]}, 0{', out=' + out if out else ''})")
+           emit=lambda a, out, params, ctx: _emit_relu(a[0], out, ctx))
+
+
+def _emit_relu(x, out, ctx):
+    """fmax(x, 0) maps nan to 0 like where(0 < x, x, 0); + 0 then turns its -0.0 into +0.0 as where does."""
+    if not out:
+        return f"{ctx.fn('add')}({ctx.fn('fmax')}({x}, 0), 0)"
+    return f"{ctx.fn('fmax')}({x}, 0, out={out}); {ctx.fn('add')}({out}, 0, out={out})"
 
 
 # ------------------------------------------------------------------ fused: a group run as one kernel
