@@ -179,19 +179,16 @@ def mean(x, axis=None, keepdims=False):
 
 
 
-def _reduces_nothing(x, axes) -> bool:
-    """True when a reduction's axes hold no elements (max has nothing to take)."""
-    shape = aval_of(x).shape
-    return shape is not None and 0 in [d for i, d in enumerate(shape) if axes is None or i in axes]
+def _lowest(x):
+    """-inf for floats: the max of an empty axis is then -inf instead of an error."""
+    return -np.inf if aval_of(x).dtype.kind == 'f' else None
 
 
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'logsumexp')
-    if _reduces_nothing(x, axes):
-        return P.log(P.sum_(P.exp(x), axis=axes, keepdims=keepdims))     # a sum of nothing: log(0) = -inf
-    m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True))
+    m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x)))   # -inf over an empty axis
     # an infinite max shifts by 0 instead (as PyTorch): all -inf gives -inf, not -inf - -inf = nan
     m = P.where(P.mul(P.less(m, np.inf), P.greater(m, -np.inf)), m, 0)     # bool * bool: and
     s = P.sum_(P.exp(P.add(x, P.neg(m))), axis=axes, keepdims=keepdims)
@@ -202,10 +199,7 @@ def logsumexp(x, axis=None, keepdims=False):
 def softmax(x, axis=-1):
     (x,) = _lift(x)
     axes = _axes(x, axis, 'softmax')
-    if _reduces_nothing(x, axes):            # no max to subtract: the result is empty too
-        e = P.exp(x)
-        return P.div(e, P.sum_(e, axis=axes, keepdims=True))
-    e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True)))))
+    e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x))))))
     return P.div(e, P.sum_(e, axis=axes, keepdims=True))
 
 
@@ -213,7 +207,7 @@ def log_softmax(x, axis=-1):
     """x - max - log(sum(exp(x - max))): unlike logsumexp, an infinite max is not masked (as PyTorch)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'log_softmax')
-    z = P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True))))
+    z = P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x)))))
     return P.add(z, P.neg(P.log(P.sum_(P.exp(z), axis=axes, keepdims=True))))
 
 

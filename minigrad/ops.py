@@ -282,7 +282,7 @@ cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
 
 
 # ------------------------------------------------- reductions
-def _reduce_rule(x, axis=None, keepdims=False, _op='sum'):
+def _reduce_rule(x, axis=None, keepdims=False, initial=None, _op='sum'):
     if x.shape is None:
         return Aval(None if keepdims or axis is not None else (), _reduce_dtype(x.dtype, _op))
     axes = range(len(x.shape)) if axis is None else normalize_axes(axis, len(x.shape), _op)
@@ -290,7 +290,7 @@ def _reduce_rule(x, axis=None, keepdims=False, _op='sum'):
         shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     else:
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    if _op == 'max' and x.shape is not None and any(x.shape[i] == 0 for i in axes):
+    if _op == 'max' and initial is None and any(x.shape[i] == 0 for i in axes):
         raise ShapeError(f'max: cannot take the max over an empty axis of {describe_aval(x)}')
     return Aval(shape, _reduce_dtype(x.dtype, _op))
 
@@ -318,7 +318,8 @@ def _emit_reduce(ufunc):
     def emit(a, out, params, ctx):
         dt = ctx.dtype(ctx.out_dtype) if ctx.out_dtype != ctx.in_dtypes[0] else 'None'
         e = _call(ctx.fn(f'{ufunc}.reduce'), a[0], ctx.lit(params.get('axis')), dt, out or 'None',
-                  ctx.lit(params.get('keepdims', False)))
+                  ctx.lit(params.get('keepdims', False)), *([ctx.const(params['initial'])]
+                                                           if params.get('initial') is not None else []))
         return e if out else f"{ctx.fn('asarray')}({e})"
     return emit
 
@@ -329,7 +330,14 @@ sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, kee
                 broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),), emit=_emit_reduce('add'))
 
 
-def _max_vjp(n, g, out, x, axis=None, keepdims=False):
+def _max_impl(x, axis=None, keepdims=False, initial=None):
+    """np.max; ``initial`` (e.g. -inf) also takes the max with it, so an empty axis gives it."""
+    if initial is None:
+        return np.max(x, axis=axis, keepdims=keepdims)
+    return np.max(x, axis=axis, keepdims=keepdims, initial=initial)
+
+
+def _max_vjp(n, g, out, x, axis=None, keepdims=False, initial=None):
     axes = _kept_axes(x, axis, keepdims)
     # ties share equally; a nan max goes to the nans (add of bools: or)
     mask = cast(add(equal(x, broadcast_like(out, x, axes=axes)), not_equal(x, x)), dtype=aval_of(g).dtype)
@@ -337,8 +345,8 @@ def _max_vjp(n, g, out, x, axis=None, keepdims=False):
     return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
 
 
-max_ = prim('max', lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
-            functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True, emit=_emit_reduce('maximum'))
+max_ = prim('max', _max_impl, functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True,
+            emit=_emit_reduce('maximum'))
 
 
 # ------------------------------------------------- shape ops

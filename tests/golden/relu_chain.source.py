@@ -17,7 +17,7 @@ def build(np, B, K, conv):
         if v4.__class__ is not ndarray or v4.dtype != dt_float32 or v4.shape != (8,): v4 = conv(4, v4)  # e
         np_multiply(v0, v1, out=b0)  # add:mul = mul
         np_add(b0, v2, out=b0)  # add = add
-        np_fmax(b0, 0, out=b1)  # where = relu
+        np_fmax(b0, 0, out=b1); np_add(b1, 0, out=b1)  # where = relu
         np_multiply(b1, v3, out=b1)  # mul_1 = mul
         np_subtract(b1, v4, out=b1)  # add_1 = sub
         r_0 = b1; b1 = np_empty((8,), dt_float32)  # hand the buffer to the caller
