@@ -38,7 +38,7 @@ from .functional import (add, subtract, multiply, divide, negative, power, exp, 
 from .tensor import (Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor, zeros, ones,
                      full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng)
 from .graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_default_graph,
-                    reset_default_graph, gradients)
+                    reset_default_graph, gradients, group)
 from .session import Session
 from . import interpreter
 from . import nn, optim, data
@@ -47,5 +47,5 @@ from . import viz
 from .viz import draw
 from .trace import trace, jit, TracedFunction, JitFunction
 from . import compiler
-from .compiler import compile, Program, group
+from .compiler import compile, Program
 from . import testing

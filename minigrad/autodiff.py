@@ -60,31 +60,3 @@ def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp
                 if type(s) is np.ndarray and s.flags.writeable:
                     owned.add(id(s))
     return ct
-
-
-def toposort(root, parents: Callable, is_vertex: Callable) -> tuple[list, list]:
-    """Iterative DFS from root: (vertices consumers-first, leaves in first-seen order).
-
-    No recursion, so a chain of 100,000 ops is fine."""
-    order, leaves, visited, leaf_seen = [], [], set(), set()
-    stack = [(root, False)]
-    while stack:
-        v, done = stack.pop()
-        if done:
-            order.append(v)
-            continue
-        if id(v) in visited:
-            continue
-        visited.add(id(v))              # mark on visit (not on push), or post-order breaks
-        stack.append((v, True))
-        for p in parents(v):
-            if p is None:
-                continue
-            if is_vertex(p):
-                if id(p) not in visited:
-                    stack.append((p, False))
-            elif id(p) not in leaf_seen:
-                leaf_seen.add(id(p))
-                leaves.append(p)
-    order.reverse()
-    return order, leaves

@@ -279,7 +279,7 @@ def main(argv=None):
     extra = peak_bytes(variants['compiled']) - n * 4
     target('elementwise: temporaries (bytes beyond the output)', extra, '< 4096', extra < 4096)
 
-    small, big = (1000, 4000) if opts.quick else (5000, 20000)
+    small, big = (200, 800) if opts.quick else (5000, 20000)
     cost = {}
     for n in (small, big):
         cost[n] = timeit(deep_chain_case(n), 1 if opts.quick else 3, 0.0)

@@ -29,9 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import core
-from .core import Aval, Primitive, PRIMITIVES, fmt_shape, describe
+from .core import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, MinigradError
-from .graph import Graph, Symbol, constant, get_default_graph, gradients, zeros_like
+from .graph import (Graph, Symbol, constant, get_default_graph, gradients, zeros_like, CONSTANT, SOURCES,
+                    STATEFUL)
 
 DEFAULT_MAX_ITERATIONS = 100_000     # max_iterations=None: a runaway loop becomes an error, not a hang
 
@@ -66,9 +67,9 @@ def inline(graph: Graph, args, captured) -> list:
     for node in graph.nodes:
         if id(node.outputs[0]) in env:
             continue
-        if node.op == 'constant':
+        if node.prim is CONSTANT:
             outs = [constant(node.params['value'])]
-        elif node.op in ('placeholder', 'variable', 'assign'):
+        elif node.prim in SOURCES or node.prim in STATEFUL:
             raise GraphError(f'cannot differentiate through a {node.op} node inside a cond/while_loop body')
         else:
             res = core.apply(node.prim, *[env[id(i)] for i in node.inputs], **node.params)
@@ -135,10 +136,9 @@ def _cond_vjp(needs, gs, outs, pred, *captured, true_graph, false_graph):
     return tuple(result)
 
 
-COND = Primitive('cond', _cond_impl, _cond_rule, _cond_vjp, multiple_results=True,
+COND = register_primitive('cond', _cond_impl, _cond_rule, _cond_vjp, kind='node', multiple_results=True,
                  doc='run true_graph or false_graph. inputs: [pred, *captured]; params: true_graph, '
                      'false_graph (sub-graphs capturing the same outer symbols, in input order)')
-PRIMITIVES['cond'] = COND
 
 
 def _outer_graph(*syms) -> Graph:
@@ -255,10 +255,9 @@ def _while_vjp(needs, gs, outs, *inputs, cond_graph, body_graph, max_iterations,
     return tuple(result)
 
 
-WHILE = Primitive('while', _while_impl, _while_rule, _while_vjp, multiple_results=True,
+WHILE = register_primitive('while', _while_impl, _while_rule, _while_vjp, kind='node', multiple_results=True,
                   doc='loop: inputs [*loop_vars, *cond_captured, *body_captured]; params cond_graph, body_graph, '
                       'max_iterations, name; outputs [*final_loop_vars, stack (object: per-iteration loop vars)]')
-PRIMITIVES['while'] = WHILE
 
 
 def _while_grad_impl(stack, *rest, grad_graph, name):
@@ -289,10 +288,10 @@ def _while_grad_vjp(*a, **k):
                         f'with a Python for-loop if you need them')
 
 
-WHILE_GRAD = Primitive('while_grad', _while_grad_impl, _while_grad_rule, _while_grad_vjp, multiple_results=True,
+WHILE_GRAD = register_primitive('while_grad', _while_grad_impl, _while_grad_rule, _while_grad_vjp, kind='node',
+                                multiple_results=True,
                        doc='reverse loop over a while stack: inputs [stack, *loop_var_cotangents, *body_captured];'
                            ' params grad_graph, name; outputs [*initial_loop_var_grads, *invariant_grads]')
-PRIMITIVES['while_grad'] = WHILE_GRAD
 
 
 def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):

@@ -31,47 +31,79 @@ class Aval(NamedTuple):
 
 
 class Primitive:
-    """One primitive: name, numpy impl, shape rule and VJP side by side.
+    """One op, one record: name, numpy impl, shape/dtype rule, VJP, and what the compiler needs.
 
     ``impl(*arrays, **params) -> array``; ``shape_rule(*avals, **params) -> Aval``;
     ``vjp(needs, g, out, *inputs, **params) -> tuple`` of cotangents (None where
     ``needs[i]`` is False or the input is not differentiable). ``vjp`` must use
     minigrad ops only, so it works on numpy arrays, Tensors and Symbols alike.
 
-    >>> from minigrad.ops import mul
-    >>> mul.name, mul.elementwise
-    ('mul', True)
-    """
-    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'elementwise', 'saves_out',
-                 'multiple_results', 'doc', '__weakref__')
+    ``kind`` says what the record is: ``'primitive'`` (its own impl and derivative rules),
+    ``'node'`` (graph structure: placeholder, constant, variable, assign, cond, while) or
+    ``'compiler'`` (introduced by compiler passes: fma, fused, ...). The remaining fields
+    are read by the compiler instead of a table of op names of its own:
 
-    def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None,
-                 *, elementwise: bool = False, saves_out: bool = False,
-                 multiple_results: bool = False, doc: str = ''):
-        self.name, self.impl, self.shape_rule, self.vjp = name, impl, shape_rule, vjp
+    * ``ufunc``: the numpy ufunc (by name) generated code calls with an ``out=`` buffer;
+    * ``view``: True (or ``f(params) -> bool``) when the result is a view of input 0;
+    * ``emit(args, out, params, ctx) -> str``: generated code for ops that are no ufunc
+      (``out`` is a buffer name or None; ``ctx.fn(name)``/``ctx.const(obj)`` bind values);
+    * ``unit`` / ``zero``: ``op(x, unit) == x``; ``op(x, zero) == zero`` for integers;
+    * ``compose(inner_params, outer_params)``: ``op(op(x, inner), outer)`` as one op
+      (params, or None when the two cancel);
+    * ``lower(b, *ins, **params)``: the op with static shapes in simpler ops (``b.emit``),
+      or None; ``decompose(node) -> Graph``: a compiler node as the sub-graph it stands for;
+    * ``match(node) -> inputs | None``: a compiler op's pattern (what it replaces);
+    * ``jvp``, ``onnx``, ``kernel``: room for forward mode, ONNX export and loop kernels.
+
+    >>> from minigrad.ops import mul
+    >>> mul.name, mul.kind, mul.elementwise, mul.ufunc, mul.unit
+    ('mul', 'primitive', True, 'multiply', 1)
+    """
+    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out', 'multiple_results',
+                 'doc', 'ufunc', 'view', 'emit', 'unit', 'zero', 'compose', 'lower', 'decompose', 'match',
+                 'jvp', 'onnx', 'kernel', '__weakref__')
+
+    def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None, *,
+                 kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
+                 multiple_results: bool = False, doc: str = '', ufunc: str | None = None, view=False,
+                 emit: Callable | None = None, unit=None, zero=None, compose: Callable | None = None,
+                 lower: Callable | None = None, decompose: Callable | None = None, match: Callable | None = None,
+                 jvp: Callable | None = None, onnx: Callable | None = None, kernel: Callable | None = None):
+        if kind not in ('primitive', 'node', 'compiler'):
+            raise MinigradError(f"Primitive {name!r}: kind must be 'primitive', 'node' or 'compiler', got {kind!r}")
+        self.name, self.impl, self.shape_rule, self.vjp, self.kind = name, impl, shape_rule, vjp, kind
         self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
-        self.doc = doc
+        self.doc, self.ufunc, self.view, self.emit = doc, ufunc, view, emit
+        self.unit, self.zero, self.compose, self.lower = unit, zero, compose, lower
+        self.decompose, self.match, self.jvp, self.onnx, self.kernel = decompose, match, jvp, onnx, kernel
+
+    def is_view(self, params) -> bool:
+        return self.view(params) if callable(self.view) else bool(self.view)
 
     def __repr__(self):
-        return f'<primitive {self.name}>'
+        return f'<{self.kind} {self.name}>'
 
 
-PRIMITIVES: dict[str, Primitive] = {}
+OPS: dict[str, Primitive] = {}          # every record, by name: primitives, node kinds, compiler ops
+PRIMITIVES: dict[str, Primitive] = {}   # the primitives alone (what has its own derivative rules)
 
 
 def register_primitive(name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None,
-                       **flags) -> Primitive:
-    """Add a primitive to the op table (the public hook used by exercises).
+                       **fields) -> Primitive:
+    """Add a record to the op table: the one way to define an op (primitives, node kinds and
+    compiler ops alike; ``kind=`` says which). Returns the record, which is callable.
 
     >>> import numpy as np, minigrad as mg
     >>> from minigrad.core import register_primitive, elementwise_rule
     >>> sq = register_primitive('square_demo', np.square, elementwise_rule,
-    ...                         lambda needs, g, out, x: (g * x * 2,), elementwise=True)
+    ...                         lambda needs, g, out, x: (g * x * 2,), elementwise=True, ufunc='square')
     >>> sq(mg.tensor([3.0])).tolist()
     [9.0]
     """
-    prim = Primitive(name, impl, shape_rule, vjp, **flags)
-    PRIMITIVES[name] = prim
+    prim = Primitive(name, impl, shape_rule, vjp, **fields)
+    OPS[name] = prim
+    if prim.kind == 'primitive':
+        PRIMITIVES[name] = prim
     return prim
 
 
@@ -119,6 +151,28 @@ def apply(prim: Primitive, *args, **params):
 
 
 Primitive.__call__ = apply          # prim(*args) dispatches without an extra Python frame
+
+
+# ---------------------------------------------------------------- the one graph walk
+def topo_order(roots, inputs_of: Callable, key: Callable) -> list:
+    """Every vertex reachable from ``roots`` through ``inputs_of``, sorted by ``key``.
+
+    ``key`` is the creation order (a graph node's index, a tape node's sequence number): a
+    vertex is always made after its inputs, so that order is topological. One walk for the
+    interpreter, Session, the compiler, both reverse sweeps and the drawings; iterative,
+    so a chain of 100,000 ops is fine.
+
+    >>> topo_order([3], lambda v: [v - 1] if v else [], key=lambda v: v)
+    [0, 1, 2, 3]
+    """
+    seen = {id(r): r for r in roots}
+    stack = list(seen.values())
+    while stack:
+        for p in inputs_of(stack.pop()):
+            if p is not None and id(p) not in seen:
+                seen[id(p)] = p
+                stack.append(p)
+    return sorted(seen.values(), key=key)
 
 
 # ---------------------------------------------------------------- shape rules

@@ -108,7 +108,7 @@ def relu(x):
     """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch."""
     if isinstance(x, hooks.tensor_type):       # the eager fast path (same primitives)
         ea = hooks.eager_apply
-        return ea(P.where, (ea(P.greater, (x, 0), {}), x, 0), {})
+        return ea(P.where, (ea(P.less, (0, x), {}), x, 0), {})
     (x,) = _lift(x)
     return P.where(P.greater(x, 0), x, 0)
 
@@ -179,11 +179,16 @@ def mean(x, axis=None, keepdims=False):
 
 
 
+def _lowest(x):
+    """-inf for floats: the max of an empty axis is then -inf instead of an error."""
+    return -np.inf if aval_of(x).dtype.kind == 'f' else None
+
+
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'logsumexp')
-    m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True))
+    m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x)))   # -inf over an empty axis
     # an infinite max shifts by 0 instead (as PyTorch): all -inf gives -inf, not -inf - -inf = nan
     m = P.where(P.mul(P.less(m, np.inf), P.greater(m, -np.inf)), m, 0)     # bool * bool: and
     s = P.sum_(P.exp(P.add(x, P.neg(m))), axis=axes, keepdims=keepdims)
@@ -194,7 +199,7 @@ def logsumexp(x, axis=None, keepdims=False):
 def softmax(x, axis=-1):
     (x,) = _lift(x)
     axes = _axes(x, axis, 'softmax')
-    e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True)))))
+    e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x))))))
     return P.div(e, P.sum_(e, axis=axes, keepdims=True))
 
 
@@ -202,7 +207,7 @@ def log_softmax(x, axis=-1):
     """x - max - log(sum(exp(x - max))): unlike logsumexp, an infinite max is not masked (as PyTorch)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'log_softmax')
-    z = P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True))))
+    z = P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x)))))
     return P.add(z, P.neg(P.log(P.sum_(P.exp(z), axis=axes, keepdims=True))))
 
 
@@ -316,11 +321,11 @@ class OpsMixin:
     def __neg__(self): return P.neg(self)
     def __pos__(self): return self
     def __lt__(self, o): return apply(P.less, self, o)
-    def __le__(self, o): return apply(P.less_equal, self, o)
-    def __gt__(self, o): return apply(P.greater, self, o)
-    def __ge__(self, o): return apply(P.greater_equal, self, o)
+    def __le__(self, o): return P.less_equal(self, o)
+    def __gt__(self, o): return apply(P.less, o, self)
+    def __ge__(self, o): return P.greater_equal(self, o)
     def __eq__(self, o): return apply(P.equal, self, o)
-    def __ne__(self, o): return apply(P.not_equal, self, o)
+    def __ne__(self, o): return P.not_equal(self, o)
     def __getitem__(self, idx): return P.getitem(self, idx=_index(idx))
     def __abs__(self): return abs(self)
 

@@ -19,18 +19,22 @@ from .errors import GraphError, TraceError, ShapeError, MinigradError
 from .functional import OpsMixin
 
 
-def _source(name, doc):
+def _node_kind(name, doc, impl=None, rule=None, **fields):
+    """A graph-structure node kind: a record in the op table, but no primitive."""
     def no_impl(*a, **k):
         raise GraphError(f'{name} nodes are evaluated by the interpreter, not called')
-    return core.register_primitive(name, no_impl, lambda *a, **k: None, None, doc=doc)
+    return core.register_primitive(name, impl or no_impl, rule or (lambda *a, **k: None), None, kind='node',
+                                   doc=doc, **fields)
 
 
-PLACEHOLDER = _source('placeholder', 'a value fed at run time through feed_dict')
-CONSTANT = _source('constant', 'a value fixed when the graph is built (params: value)')
-VARIABLE = _source('variable', 'state kept by a Session between runs (params: initial_value)')
-ASSIGN = _source('assign', 'write a new value into a Variable (inputs: variable, value)')
-SOURCE_OPS = frozenset({'placeholder', 'constant', 'variable'})
-STATEFUL_OPS = frozenset({'assign'})
+PLACEHOLDER = _node_kind('placeholder', 'a value fed at run time through feed_dict')
+CONSTANT = _node_kind('constant', 'a value fixed when the graph is built (params: value)')
+VARIABLE = _node_kind('variable', 'state kept by a Session between runs (params: initial_value)')
+ASSIGN = _node_kind('assign', 'write a new value into a Variable (inputs: variable, value)')
+GROUP = _node_kind('group', 'runs its inputs (e.g. assign ops) and returns True, as tf.group',
+                   impl=lambda *xs: np.array(True), rule=lambda *avals: Aval((), np.dtype(bool)))
+SOURCES = frozenset({PLACEHOLDER, CONSTANT, VARIABLE})     # nodes without inputs that hold a value
+STATEFUL = frozenset({ASSIGN})
 
 
 class Symbol(OpsMixin):
@@ -120,11 +124,14 @@ class Variable(Symbol):
     """
     __slots__ = ()
 
-    def __new__(cls, initial_value, name=None, dtype=None):
-        return Variable_(initial_value, name=name, dtype=dtype)
+    def __new__(cls, *args, _node=None, **kwargs):
+        if _node is not None:               # made by Graph.add_node for a variable node
+            return object.__new__(cls)
+        return Variable_(*args, **kwargs)   # mg.Variable(initial_value, name=None, dtype=None)
 
-    def __init__(self, *args, **kwargs):    # already built by __new__
-        pass
+    def __init__(self, *args, _node=None, **kwargs):
+        if _node is not None:
+            Symbol.__init__(self, _node, *args)
 
     def assign(self, value) -> Symbol:
         """An op that writes `value` into this variable when it runs and returns the new value."""
@@ -152,17 +159,25 @@ def _check_assign(var, value) -> Aval:
 
 
 class Node:
-    """One operation in a Graph: ``op`` (primitive name), ``inputs``/``outputs`` (Symbols), ``params``."""
-    __slots__ = ('prim', 'inputs', 'outputs', 'params', 'graph', '__weakref__')
+    """One operation in a Graph: ``op`` (primitive name), ``inputs``/``outputs`` (Symbols), ``params``;
+    ``index`` is its position when it was added (a topological order)."""
+    __slots__ = ('prim', 'inputs', 'outputs', 'params', 'graph', 'index', '__weakref__')
 
-    def __init__(self, prim, inputs, params, graph):
+    def __init__(self, prim, inputs, params, graph, index=0):
         self.prim, self.inputs, self.params, self.graph = prim, list(inputs), dict(params), graph
         self.outputs: list[Symbol] = []
+        self.index = index
 
     op = property(lambda self: self.prim.name)
 
     def __repr__(self):
         return f'<Node {self.graph.format_node(self)}>'
+
+
+def _symbol(node, i, av, name) -> Symbol:
+    if node.prim is VARIABLE:
+        return Variable(i, av.shape, av.dtype, name, _node=node)
+    return Symbol(node, i, av.shape, av.dtype, name)
 
 
 class Graph:
@@ -179,6 +194,9 @@ class Graph:
     mul = mul(a, b)  : float32 ?
     """
 
+    __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor', 'notes',
+                 'grad_nodes', 'single', '_names', '__weakref__')
+
     def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
         self.name = name
         self.nodes: list[Node] = []
@@ -188,6 +206,8 @@ class Graph:
         self.outputs: list[Symbol] = []      # for sub-graphs: the function's results
         self.capture_tensor = None           # set by mg.trace: how to turn a Tensor into a Symbol
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
+        self.grad_nodes: set[int] = set()    # ids of the nodes mg.gradients added (drawn as backward)
+        self.single = False                  # a cond/while body written as `return x` (not a tuple)
         self._names: dict[str, int] = {}
 
     # -- building
@@ -204,20 +224,20 @@ class Graph:
                 return cand
 
     def add_node(self, prim: Primitive, inputs, params, avals, name=None) -> list[Symbol]:
-        node = Node(prim, inputs, params, self)
+        node = Node(prim, inputs, params, self, len(self.nodes))
         for i, av in enumerate(avals):
             base = name if name is not None else prim.name
-            node.outputs.append(Symbol(node, i, av.shape, av.dtype, self.unique_name(base)))
+            node.outputs.append(_symbol(node, i, av, self.unique_name(base)))
         self.nodes.append(node)
         return node.outputs
 
     @property
     def placeholders(self) -> list[Symbol]:
-        return [n.outputs[0] for n in self.nodes if n.op == 'placeholder']
+        return [n.outputs[0] for n in self.nodes if n.prim is PLACEHOLDER]
 
     @property
     def variables(self) -> list[Symbol]:
-        return [n.outputs[0] for n in self.nodes if n.op == 'variable']
+        return [n.outputs[0] for n in self.nodes if n.prim is VARIABLE]
 
     def owns(self, sym) -> bool:
         return isinstance(sym, Symbol) and sym.node.graph is self
@@ -329,12 +349,25 @@ class Graph:
             _stack.pop()
 
 
+def needed_nodes(graph: Graph, fetches) -> list[Node]:
+    """The nodes the fetches depend on, in graph order (what Session.run actually runs)."""
+    return core.topo_order([f.node for f in fetches], _input_nodes, _node_index)
+
+
+def _input_nodes(node):
+    return [i.node for i in node.inputs]
+
+
+def _node_index(node):
+    return node.index
+
+
 def _check_node(node, defined) -> str | None:
     """What is wrong with `node` (inputs defined before it, shape rule, outputs), or None."""
     for s in node.inputs:
         if not isinstance(s, Symbol) or id(s) not in defined:
             return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
-    if node.op not in SOURCE_OPS and node.op not in STATEFUL_OPS:
+    if node.prim not in SOURCES and node.prim not in STATEFUL:
         try:
             avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **_rule_params(node))
         except MinigradError as e:
@@ -453,10 +486,8 @@ def Variable_(initial_value, name=None, dtype=None) -> Variable:
         arr = np.array(initial_value, dtype=dtype)
     arr = np.array(arr)
     arr.setflags(write=False)
-    sym = g.add_node(VARIABLE, [], {'initial_value': arr}, [Aval(arr.shape, arr.dtype)],
-                     name=_check_name(name) or 'Variable')[0]
-    object.__setattr__(sym, '__class__', Variable)
-    return sym
+    return g.add_node(VARIABLE, [], {'initial_value': arr}, [Aval(arr.shape, arr.dtype)],
+                      name=_check_name(name) or 'Variable')[0]
 
 
 # ------------------------------------------------------------------ the graph-building interpreter
@@ -557,8 +588,13 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
         reverse_sweep(reversed(relevant), ct, lambda n: n.outputs, call_vjp, on_cotangent)
         found.update({k: v for k, v in ct.items() if k in x_ids and k not in found})
         result = [found.get(id(x)) if found.get(id(x)) is not None else zeros_like(x) for x in xs]
-    g._grad_nodes = getattr(g, '_grad_nodes', set()) | {id(n) for n in g.nodes[start:]}   # viz: backward part
+    g.grad_nodes.update(id(n) for n in g.nodes[start:])
     return result
+
+
+def group(*ops) -> Symbol:
+    """One op that runs all of `ops` (e.g. Variable assigns) and returns True, like tf.group."""
+    return core.apply(GROUP, *ops)
 
 
 def ones_like(s: Symbol) -> Symbol:

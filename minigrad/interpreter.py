@@ -9,16 +9,7 @@ import numpy as np
 
 from .core import fmt_shape
 from .errors import FeedError, MinigradError, ShapeError
-from .graph import Graph, Symbol, Node
-
-
-def needed_nodes(graph: Graph, fetches) -> list[Node]:
-    """The nodes the fetches depend on, in graph order (what Session.run actually runs)."""
-    need = {id(f.node) for f in fetches}
-    for node in reversed(graph.nodes):
-        if id(node) in need:
-            need.update(id(i.node) for i in node.inputs)
-    return [n for n in graph.nodes if id(n) in need]
+from .graph import Graph, Symbol, Node, needed_nodes, PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN  # noqa: F401
 
 
 def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:
@@ -37,23 +28,23 @@ def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, sta
     env: dict[int, object] = {}
     for node in (nodes if nodes is not None else needed_nodes(graph, fetches)):
         out = node.outputs
-        op = node.op
-        if op == 'placeholder' or op == 'variable':
+        prim = node.prim
+        if prim is PLACEHOLDER or prim is VARIABLE:
             s = out[0]
             if id(s) in feeds:
                 env[id(s)] = feeds[id(s)]
-            elif op == 'variable':
+            elif prim is VARIABLE:
                 if id(node) not in state:
                     state[id(node)] = np.array(node.params['initial_value'])
                 env[id(s)] = state[id(node)]
             else:
                 raise missing_feed_error(graph, s, fetches)
             continue
-        if op == 'constant':
+        if prim is CONSTANT:
             env[id(out[0])] = node.params['value']
             continue
         vals = [env[id(i)] for i in node.inputs]
-        if op == 'assign':
+        if prim is ASSIGN:
             v = np.array(vals[1], dtype=node.inputs[0].dtype)
             state[id(node.inputs[0].node)] = v
             env[id(out[0])] = v

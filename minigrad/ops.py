@@ -1,10 +1,26 @@
 """The op table: every primitive with its numpy impl, shape rule and VJP, side by side.
 
+A primitive is an op with its own implementation and derivative rules; everything
+else is a composite of primitives (functional.py) with no derivative code of its own.
+Graph-structure nodes (placeholder, constant, variable, assign in graph.py; cond,
+while and its gradient in control.py) are node kinds, not primitives, and the ops
+that only the compiler introduces (fma, fused groups, ...) are declared once, in
+minigrad/compiler/ops.py. The primitives (27):
+
+* elementwise: add mul div pow exp log sin cos tanh maximum where less equal cast stop_gradient
+* reductions: sum max;  shapes: reshape transpose broadcast_to;  indexing: getitem scatter_add
+* matmul concatenate;  shape-polymorphic adjoints for unknown shapes: sum_to_like broadcast_like
+  reshape_like (what undoes broadcasting, reductions and reshapes when sizes are only known at run time)
+
+Negation, ``>``, ``<=``, ``>=`` and ``!=`` are composites below (the rules use them).
+
 This is the only file with differentiation rules. VJPs are written with the
 primitives themselves, so one rule computes numbers during a plain backward
 (numpy in, numpy out), records a new graph with ``create_graph=True`` (Tensors in)
 and adds backward nodes to a static graph (Symbols in).
-VJP signature: ``vjp(needs, g, out, *inputs, **params)``.
+VJP signature: ``vjp(needs, g, out, *inputs, **params)``. Each record also says how
+the compiler emits it (``ufunc``, ``view``, ``emit``) and simplifies it (``unit``,
+``zero``, ``compose``, ``lower``): see core.Primitive.
 """
 from __future__ import annotations
 
@@ -22,9 +38,30 @@ prim = register_primitive       # every record below goes into core.PRIMITIVES
 
 
 def ew(name, impl, vjp=None, **flags) -> Primitive:
-    """An elementwise primitive (numpy broadcasting, dtype promotion)."""
+    """An elementwise primitive: a numpy ufunc (broadcasting, dtype promotion, an out= buffer)."""
     return prim(name, impl, functools.partial(elementwise_rule, _op=name, _ufunc=impl), vjp, elementwise=True,
-                **flags)
+                ufunc=impl.__name__, **flags)
+
+
+# ------------------------------------------------- how the compiler writes ops that are no ufunc
+def _call(fn, *args, out=None, kw_out=False):
+    """Generated code for ``fn(*args, out)``; ``fn`` is a bound numpy function name."""
+    if out:
+        args += (('out=' if kw_out else '') + out,)
+    return f'{fn}({", ".join(args)})'
+
+
+def _emit_view(fn):
+    """A view op: ``np.<fn>(x, <its one param>)``."""
+    return lambda a, out, params, ctx: _call(ctx.fn(fn), a[0], *[ctx.lit(v) for v in params.values()])
+
+
+def _emit_into(expr):
+    """An op whose numpy form allocates: copy into the planned buffer when there is one."""
+    def emit(a, out, params, ctx):
+        e = expr(a, params, ctx)
+        return f"{ctx.fn('copyto')}({out}, {e}, casting='unsafe')" if out else e
+    return emit
 
 
 def _ndim(x):
@@ -79,27 +116,65 @@ def _shape_rule_reshape_like(g, ref):
     return Aval(ref.shape, g.dtype)
 
 
+def _known(s):
+    return s.shape is not None and None not in s.shape
+
+
+def _lower_sum_to_like(b, x, ref):
+    """With static shapes: sum over the broadcast axes, reshape, cast."""
+    if not (_known(x) and _known(ref)):
+        return None
+    lead = len(x.shape) - len(ref.shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(ref.shape) if d == 1 and x.shape[i + lead] != 1)
+    if axes:
+        x = b.emit(sum_, [x], axis=axes, keepdims=True)
+    if tuple(x.shape) != tuple(ref.shape):
+        x = b.emit(reshape, [x], shape=tuple(ref.shape))
+    dt = _like_rule(x, ref).dtype
+    return x if x.dtype == dt else b.emit(cast, [x], dtype=dt)
+
+
+def _lower_broadcast_like(b, x, ref, axes=()):
+    """With static shapes: re-insert the reduced axes (reshape), then broadcast_to."""
+    if not _known(ref) or (axes and not _known(x)):
+        return None
+    if axes:
+        shape = list(x.shape)
+        for a in sorted(axes):
+            shape.insert(a, 1)
+        x = b.emit(reshape, [x], shape=tuple(shape)) if tuple(shape) != tuple(x.shape) else x
+    return x if _known(x) and tuple(x.shape) == tuple(ref.shape) else \
+        b.emit(broadcast_to, [x], shape=tuple(ref.shape))
+
+
+def _lower_reshape_like(b, x, ref):
+    if not _known(ref):
+        return None
+    return x if _known(x) and tuple(x.shape) == tuple(ref.shape) else b.emit(reshape, [x], shape=tuple(ref.shape))
+
+
 sum_to_like = prim('sum_to_like', _sum_to_like_impl, _like_rule,
-                   lambda n, g, out, x, ref: (broadcast_like(g, x), None),
+                   lambda n, g, out, x, ref: (broadcast_like(g, x), None), lower=_lower_sum_to_like,
                    doc='sum x down to the shape of ref (undoes broadcasting); VJP of broadcasting')
 broadcast_like = prim('broadcast_like', _broadcast_like_impl, _broadcast_like_rule,
                       lambda n, g, out, x, ref, axes=(): (
-                          sum_to_like(sum_(g, axis=axes) if axes else g, x), None),
+                          sum_to_like(sum_(g, axis=axes) if axes else g, x), None), lower=_lower_broadcast_like,
                       doc='broadcast x (with the reduced `axes` re-inserted) to the shape of ref')
 reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _shape_rule_reshape_like,
-                    lambda n, g, out, x, ref: (reshape_like(g, x), None))
+                    lambda n, g, out, x, ref: (reshape_like(g, x), None), lower=_lower_reshape_like,
+                    doc='reshape x to the shape of ref; VJP of reshape')
 
 
 # ------------------------------------------------- elementwise arithmetic
-add = ew('add', np.add, lambda n, g, out, x, y: (
+add = ew('add', np.add, lambda n, g, out, x, y: (        # x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
     _unbroadcast(g, x) if n[0] else None,
-    _unbroadcast(g, y) if n[1] else None))
+    _unbroadcast(g, y) if n[1] else None), unit=-0.0)
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, y), x) if n[0] else None,
-    _unbroadcast(mul(g, x), y) if n[1] else None))
+    _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0)
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
-    _unbroadcast(neg(div(mul(g, x), mul(y, y))), y) if n[1] else None))
+    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True)   # PyTorch's -g * (x/y) / y
 
 
 def _pow_vjp(n, g, out, x, y):
@@ -129,7 +204,6 @@ def _maximum_vjp(n, g, out, x, y):
 
 pow_ = ew('pow', np.power, _pow_vjp)
 maximum = ew('maximum', np.maximum, _maximum_vjp)
-neg = ew('neg', np.negative, lambda n, g, out, x: (neg(g),))
 exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True)
 log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
 sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),))
@@ -152,10 +226,17 @@ def _where_impl(c, x, y):
     return np.where(c, x, y)
 
 
+def _emit_where(a, out, params, ctx):
+    if not out:
+        return _call(ctx.fn('where'), *a)
+    copy = ctx.fn('copyto')          # two passes that keep inf/nan exact: y everywhere, then x where c
+    return f'{copy}({out}, {a[2]}); {copy}({out}, {a[1]}, where={a[0]})'
+
+
 where = prim('where', _where_impl, _where_rule, lambda n, g, out, c, x, y: (
     None,
     _unbroadcast(where(c, g, 0), x) if n[1] else None,
-    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True)
+    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True, emit=_emit_where)
 
 
 def _cmp_rule(*avals, _op):
@@ -163,12 +244,32 @@ def _cmp_rule(*avals, _op):
 
 
 def cmp(name, impl):   # comparisons: bool results, not differentiable
-    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True)
+    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__)
 
 
-less, greater, equal = cmp('less', np.less), cmp('greater', np.greater), cmp('equal', np.equal)
-less_equal, greater_equal = cmp('less_equal', np.less_equal), cmp('greater_equal', np.greater_equal)
-not_equal = cmp('not_equal', np.not_equal)
+less, equal = cmp('less', np.less), cmp('equal', np.equal)
+
+
+# ------------------------------------------------- composites the rules use (no records of their own)
+def neg(x):
+    """-x as x * -1 (exact: the same bits as numpy's negative, signed zeros included)."""
+    return mul(x, -1)
+
+
+def greater(x, y):
+    return less(y, x)
+
+
+def less_equal(x, y):
+    return maximum(less(x, y), equal(x, y))          # maximum of bools: or (nan <= nan stays False)
+
+
+def greater_equal(x, y):
+    return less_equal(y, x)
+
+
+def not_equal(x, y):
+    return equal(equal(x, y), False)                 # not: nan != nan is True, as numpy
 
 
 def _cast_rule(x, dtype):
@@ -176,11 +277,12 @@ def _cast_rule(x, dtype):
 
 
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
-            lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True)
+            lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True,
+            emit=_emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})"))
 
 
 # ------------------------------------------------- reductions
-def _reduce_rule(x, axis=None, keepdims=False, _op='sum'):
+def _reduce_rule(x, axis=None, keepdims=False, initial=None, _op='sum'):
     if x.shape is None:
         return Aval(None if keepdims or axis is not None else (), _reduce_dtype(x.dtype, _op))
     axes = range(len(x.shape)) if axis is None else normalize_axes(axis, len(x.shape), _op)
@@ -188,7 +290,7 @@ def _reduce_rule(x, axis=None, keepdims=False, _op='sum'):
         shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     else:
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    if _op == 'max' and x.shape is not None and any(x.shape[i] == 0 for i in axes):
+    if _op == 'max' and initial is None and any(x.shape[i] == 0 for i in axes):
         raise ShapeError(f'max: cannot take the max over an empty axis of {describe_aval(x)}')
     return Aval(shape, _reduce_dtype(x.dtype, _op))
 
@@ -211,13 +313,31 @@ def _kept_axes(x, axis, keepdims):
     return tuple(range(nd)) if axis is None else axis
 
 
+def _emit_reduce(ufunc):
+    """``np.add.reduce(x, axis, dtype, out, keepdims)``: one pass, into the planned buffer."""
+    def emit(a, out, params, ctx):
+        dt = ctx.dtype(ctx.out_dtype) if ctx.out_dtype != ctx.in_dtypes[0] else 'None'
+        e = _call(ctx.fn(f'{ufunc}.reduce'), a[0], ctx.lit(params.get('axis')), dt, out or 'None',
+                  ctx.lit(params.get('keepdims', False)), *([ctx.const(params['initial'])]
+                                                           if params.get('initial') is not None else []))
+        return e if out else f"{ctx.fn('asarray')}({e})"
+    return emit
+
+
 sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
             functools.partial(_reduce_rule, _op='sum'),
             lambda n, g, out, x, axis=None, keepdims=False: (
-                broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),))
+                broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),), emit=_emit_reduce('add'))
 
 
-def _max_vjp(n, g, out, x, axis=None, keepdims=False):
+def _max_impl(x, axis=None, keepdims=False, initial=None):
+    """np.max; ``initial`` (e.g. -inf) also takes the max with it, so an empty axis gives it."""
+    if initial is None:
+        return np.max(x, axis=axis, keepdims=keepdims)
+    return np.max(x, axis=axis, keepdims=keepdims, initial=initial)
+
+
+def _max_vjp(n, g, out, x, axis=None, keepdims=False, initial=None):
     axes = _kept_axes(x, axis, keepdims)
     # ties share equally; a nan max goes to the nans (add of bools: or)
     mask = cast(add(equal(x, broadcast_like(out, x, axes=axes)), not_equal(x, x)), dtype=aval_of(g).dtype)
@@ -225,8 +345,8 @@ def _max_vjp(n, g, out, x, axis=None, keepdims=False):
     return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
 
 
-max_ = prim('max', lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
-            functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True)
+max_ = prim('max', _max_impl, functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True,
+            emit=_emit_reduce('maximum'))
 
 
 # ------------------------------------------------- shape ops
@@ -245,7 +365,9 @@ def _reshape_rule(x, shape):
 
 
 reshape = prim('reshape', lambda x, shape: np.reshape(x, shape), _reshape_rule,
-               lambda n, g, out, x, shape: (reshape_like(g, x),))
+               lambda n, g, out, x, shape: (reshape_like(g, x),), view=True, emit=_emit_view('reshape'),
+               compose=lambda inner, outer, ndim: outer,
+               lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
 
 
 def _transpose_rule(x, axes=None):
@@ -262,19 +384,30 @@ def _transpose_vjp(n, g, out, x, axes=None):
     return (transpose(g, axes=None if axes is None else tuple(np.argsort(axes).tolist())),)
 
 
-transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp)
+def _compose_transpose(inner, outer, ndim):
+    """transpose(transpose(x, a), b) is transpose(x, a[b]); None when that is the identity."""
+    a = tuple(reversed(range(ndim))) if inner.get('axes') is None else tuple(inner['axes'])
+    b = tuple(reversed(range(ndim))) if outer.get('axes') is None else tuple(outer['axes'])
+    axes = tuple(a[i] for i in b)
+    return None if axes == tuple(range(ndim)) else {'axes': axes}
+
+
+transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp,
+                 view=True, emit=_emit_view('transpose'), compose=_compose_transpose)
 
 
 def _broadcast_to_rule(x, shape):
-    out = broadcast_shapes('broadcast_to', x.shape, shape) if x.shape is not None else tuple(shape)
-    if x.shape is not None and (len(x.shape) > len(shape) or tuple(out) != tuple(shape)):
+    lead = len(shape) - len(x.shape) if x.shape is not None else 0
+    # each dim of x must be 1 or the target (an unknown dim is assumed to fit: checked when it runs)
+    if x.shape is not None and (lead < 0 or any(d not in (None, 1, t) for d, t in zip(x.shape, shape[lead:]))):
         raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} to {fmt_shape(shape)}; '
                          f'each dimension must equal the target or be 1')
     return Aval(tuple(shape), x.dtype)
 
 
 broadcast_to = prim('broadcast_to', lambda x, shape: np.broadcast_to(x, shape), _broadcast_to_rule,
-                    lambda n, g, out, x, shape: (sum_to_like(g, x),))
+                    lambda n, g, out, x, shape: (sum_to_like(g, x),), view=True, emit=_emit_view('broadcast_to'),
+                    lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
 
 
 # ------------------------------------------------- indexing
@@ -368,7 +501,9 @@ def _scatter_add_impl(g, ref, idx):
 
 
 getitem = prim('getitem', lambda x, idx: x[idx], _getitem_rule,
-               lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),))
+               lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),),
+               view=lambda params: not _has_array(params['idx']),     # basic indexing gives a view
+               emit=_emit_into(lambda a, p, ctx: f"{a[0]}[{ctx.lit(p['idx'])}]"))
 scatter_add = prim('scatter_add', _scatter_add_impl,
                    lambda g, ref, idx: Aval(ref.shape, g.dtype),
                    lambda n, g, out, x, ref, idx: (getitem(g, idx=idx), None),
@@ -429,7 +564,17 @@ def _matmul_vjp(n, g, out, a, b):
     return ga, gb
 
 
-matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp)
+def _lower_matmul(b, x, y):
+    """A contracted dim of size 1 makes matmul an outer product: a broadcast multiply (+ 0.0,
+    as matmul's sum starts from +0.0: -0.0 becomes +0.0)."""
+    if _known(x) and _known(y) and len(x.shape) >= 2 and len(y.shape) >= 2 and x.shape[-1] == 1:
+        p = b.emit(mul, [x, y])
+        return b.emit(add, [p, b.graph.lift(np.zeros((), p.dtype))]) if p.dtype.kind == 'f' else p
+    return None
+
+
+matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp, lower=_lower_matmul,
+              emit=lambda a, out, params, ctx: _call(ctx.fn('matmul'), *a, out=out))
 
 
 def _concat_rule(*xs, axis=0):
@@ -460,15 +605,20 @@ def _concat_vjp(n, g, out, *xs, axis=0):
             raise ShapeError('concatenate: differentiating needs the sizes along the axis to be known')
         if need:
             idx = (slice(None),) * ax + (slice(start, start + size),)
-            grads.append(getitem(g, idx=idx))
+            gi = getitem(g, idx=idx)
+            dt = aval_of(x).dtype          # the result may be wider (int64 and float32 give float64)
+            grads.append(gi if aval_of(gi).dtype == dt or dt.kind != 'f' else cast(gi, dtype=dt))
         else:
             grads.append(None)
         start += size
     return tuple(grads)
 
 
-concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp)
+concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp,
+                   emit=lambda a, out, params, ctx: _call(ctx.fn('concatenate'), f'({", ".join(a)},)',
+                                                          ctx.lit(params.get('axis', 0)), out=out))
 
 
-stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True,
+stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True,
+                     emit=lambda a, out, params, ctx: a[0], lower=lambda b, x: x,
                      doc='identity whose gradient is zero (x.detach() inside a graph)')

@@ -5,7 +5,8 @@ import numpy as np
 
 from .core import fmt_shape, describe
 from .errors import FeedError, GraphError
-from .graph import Graph, Symbol, get_default_graph
+from .graph import Graph, Symbol, get_default_graph, needed_nodes, PLACEHOLDER, VARIABLE
+from .interpreter import missing_feed_error
 
 
 class Session:
@@ -59,13 +60,12 @@ class Session:
 
         There is no second path: if compiling or running fails, the error reaches the caller."""
         from .compiler import compile as compile_program
-        from .interpreter import missing_feed_error, needed_nodes
         key = (tuple(map(id, fetches)),) + tuple(sorted((k, v.shape, v.dtype.str) for k, v in feeds.items()))
         prog = self._programs.get(key)
         if prog is None:
             needed = needed_nodes(self.graph, fetches)
             for node in needed:
-                if node.op == 'placeholder' and id(node.outputs[0]) not in feeds:
+                if node.prim is PLACEHOLDER and id(node.outputs[0]) not in feeds:
                     raise missing_feed_error(self.graph, node.outputs[0], fetches)
             fed = [n.outputs[0] for n in needed if id(n.outputs[0]) in feeds]
             prog = compile_program(list(fetches), fed, input_shapes=[feeds[id(s)].shape for s in fed])
@@ -86,7 +86,7 @@ class Session:
                 raise FeedError(f'feed_dict key {describe(k)} is not a Symbol; feed placeholders or Variables')
             if k.graph is not self.graph:
                 raise FeedError(f"feed_dict key '{k.name}' belongs to another graph than this Session's")
-            if k.op not in ('placeholder', 'variable'):
+            if k.node.prim is not PLACEHOLDER and k.node.prim is not VARIABLE:
                 raise FeedError(f"feed_dict key '{k.name}' is the result of a '{k.op}' op; only placeholders "
                                 f'and Variables can be fed')
             if isinstance(v, Symbol):

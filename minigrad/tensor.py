@@ -346,17 +346,17 @@ class Tensor(OpsMixin):
     __add__, __radd__ = _binop(P.add), _binop(P.add, reflected=True)
     __mul__, __rmul__ = _binop(P.mul), _binop(P.mul, reflected=True)
     __truediv__, __matmul__ = _binop(P.div), _binop(P.matmul, {np.ndarray})
-    __gt__, __lt__ = _binop(P.greater), _binop(P.less)
+    __gt__, __lt__ = _binop(P.less, reflected=True), _binop(P.less)
 
     def __sub__(self, o):
         if type(o) in _NUMBER:
             return eager_apply(P.add, (self, -o), {})
         if isinstance(o, Tensor):
-            return eager_apply(P.add, (self, eager_apply(P.neg, (o,), {})), {})
+            return eager_apply(P.add, (self, eager_apply(P.mul, (o, -1), {})), {})
         return OpsMixin.__sub__(self, o)
 
     def __neg__(self):
-        return eager_apply(P.neg, (self,), {})
+        return eager_apply(P.mul, (self, -1), {})
 
     def __iadd__(self, o):
         return self._inplace(P.add, o, '+')
@@ -529,28 +529,17 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
 
 
 def _tape_order(root: TapeNode) -> tuple[list, list]:
-    """Nodes reachable from root, consumers first (by creation order: no recursion, no DFS
-    post-order needed), and the leaf Tensors reached, in first-seen order."""
-    seen, leaves, stack = {id(root): root}, [], [root]
-    pop, push = stack.pop, stack.append
-    while stack:
-        for p in pop().parents:
-            if p is None:
-                continue
-            k = id(p)
-            if k not in seen:
-                seen[k] = p
-                if type(p) is TapeNode:
-                    push(p)
-                else:
-                    leaves.append(p)
-    order = [v for v in seen.values() if type(v) is TapeNode]
-    order.sort(key=_seq_key, reverse=True)
-    return order, leaves
+    """Nodes reachable from root, consumers first, and the leaf Tensors reached (first seen first)."""
+    seen = core.topo_order([root], _tape_inputs, _seq_key)
+    return [v for v in reversed(seen) if type(v) is TapeNode], [v for v in seen if type(v) is not TapeNode]
 
 
-def _seq_key(node):
-    return node.seq
+def _tape_inputs(v):
+    return v.parents if type(v) is TapeNode else ()
+
+
+def _seq_key(v):
+    return v.seq if type(v) is TapeNode else -1
 
 
 def _wrap(parent, value):

@@ -3,6 +3,8 @@ structure of the known examples, memory plan, generated code, Session integratio
 import subprocess
 import sys
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -149,25 +151,7 @@ def _wxb(shape=None):
     return g, [w, x, b], y
 
 
-GOLDEN = '''\
-def build(np, B, K, conv):
-    ndarray = np.ndarray
-    np_multiply = np.multiply
-    np_add = np.add
-    np_empty = np.empty
-    dt_float32 = np.dtype('float32')
-    b0 = B[0]
-    def run(v0, v1, v2, S):
-        nonlocal b0
-        if v0.__class__ is not ndarray or v0.dtype != dt_float32 or v0.shape != (3,): v0 = conv(0, v0)  # w
-        if v1.__class__ is not ndarray or v1.dtype != dt_float32 or v1.shape != (3,): v1 = conv(1, v1)  # x
-        if v2.__class__ is not ndarray or v2.dtype != dt_float32 or v2.shape != (3,): v2 = conv(2, v2)  # b
-        np_multiply(v0, v1, b0)  # add:mul = mul
-        np_add(b0, v2, b0)  # add = add
-        r_0 = b0; b0 = np_empty((3,), dt_float32)  # hand the buffer to the caller
-        return r_0
-    return run
-'''
+GOLDEN = (Path(__file__).parent / 'golden' / 'seed.source.py').read_text()     # see test_golden.py
 
 
 @pytest.mark.parametrize('shape', [None, (3,)])

@@ -467,3 +467,22 @@ def test_where_fast_path_keeps_inf_and_nan_semantics():
     t = mg.tensor(np.linspace(-1, 1, 4096), requires_grad=True)
     mg.relu(t).sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), (t.numpy() > 0).astype(np.float64))
+
+
+# ------------------------------------------------------------------ composites the rules use
+@pytest.mark.parametrize('name', ['neg', 'greater', 'less_equal', 'greater_equal', 'not_equal'])
+def test_composites_in_the_op_table_module_match_numpy(name):
+    """-x, >, <=, >=, != are composites of primitives (no records of their own), exact as numpy."""
+    fn = getattr(P, name)
+    assert not isinstance(fn, Primitive)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.5])
+    for case in CASES.get(name, []):
+        args = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in case.args]
+        np.testing.assert_array_equal(fn(*tensors(args, requires_grad=False)).numpy(), case.ref(*args))
+    with np.errstate(invalid='ignore'):
+        args = (special,) if name == 'neg' else (special[:, None], special[None, :])
+        got = fn(*[mg.tensor(a) for a in args]).numpy()
+        want = case.ref(*args)
+    np.testing.assert_array_equal(got, want)
+    ok = ~np.isnan(want) if want.dtype.kind == 'f' else np.ones(want.shape, bool)    # the sign of a nan is noise
+    assert np.array_equal(np.signbit(got)[ok], np.signbit(want)[ok])

@@ -1,5 +1,7 @@
-"""The graph compiler: an explicit pipeline of named passes (Graph -> Graph), then memory
-planning and code generation into a `Program`.
+"""The graph compiler: an explicit pipeline of named passes (Graph -> Graph, one file each:
+prune, fold, cse, specialize, simplify, fuse; listed in pipeline.py), then lowering to a
+schedule (lower.py), memory planning (memory.py) and code generation (codegen.py) into a
+`Program` (program.py). The ops only the compiler introduces are declared in ops.py.
 
 >>> import minigrad as mg
 >>> g = mg.Graph()
@@ -14,53 +16,29 @@ planning and code generation into a `Program`.
 >>> float(prog(2.0, 3.0, 1.0))
 7.0
 
-Your own pass: any function Graph -> Graph (build a new graph, e.g. with
-``mg.compiler.passes.rebuild``), given by itself or by a name registered with
-``register_pass``: ``mg.compile(y, [w, x, b], passes=DEFAULT_PASSES + [my_pass])``.
+Your own pass: any function Graph -> Graph (build a new graph, e.g. with ``rebuild``),
+given by itself or by a name registered with ``register_pass``:
+``mg.compile(y, [w, x, b], passes=DEFAULT_PASSES + [my_pass])``.
 """
 from __future__ import annotations
 
-from ..errors import FeedError, GraphError
 from ..core import Aval
-from ..graph import Graph, Symbol, PLACEHOLDER
-from ..interpreter import needed_nodes
-from . import prims
-from .passes import PASSES, rebuild, emit, copy_node, prune, fold_constants, cse, simplify, specialize, fuse
-from .program import Program, MemoryPlan
-
-DEFAULT_PASSES: list = ['prune', 'fold_constants', 'cse', 'simplify', 'specialize', 'fuse']
-
-
-def register_pass(fn=None, *, name: str | None = None):
-    """Register a pass under a name (usable in ``passes=[...]``); works as a decorator."""
-    def reg(f):
-        PASSES[name or f.__name__] = f
-        return f
-    return reg(fn) if fn is not None else reg
+from ..errors import FeedError, GraphError
+from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, needed_nodes
+from .cse import cse
+from .fold import fold_constants
+from .fuse import fuse
+from .memory import MemoryPlan
+from .ops import fma, fused
+from .pipeline import PASSES, DEFAULT_PASSES, register_pass, run_pipeline
+from .program import Program
+from .prune import prune
+from .rewrite import rebuild, emit, copy_node
+from .simplify import simplify
+from .specialize import specialize
 
 
-def group(*ops) -> Symbol:
-    """One op that runs all of `ops` (e.g. Variable assigns) and returns True, like tf.group."""
-    from ..core import apply
-    return apply(prims.group, *ops)
-
-
-def _resolve(passes):
-    out = []
-    for p in (DEFAULT_PASSES if passes is None else passes):
-        if isinstance(p, str):
-            if p not in PASSES:
-                raise GraphError(f'compile: unknown pass {p!r}; known passes: {", ".join(PASSES)}')
-            out.append((p, PASSES[p]))
-        elif callable(p):
-            out.append((getattr(p, 'pass_name', getattr(p, '__name__', 'pass')), p))
-        else:
-            raise GraphError(f'compile: a pass must be a function Graph -> Graph or a name, got {p!r}')
-    return out
-
-
-def _import(outputs, inputs, input_shapes):
-    """The function graph: only what the outputs need; inputs become its placeholders."""
+def _check(outputs, inputs):
     graph = outputs[0].graph
     for s in list(outputs) + list(inputs):
         if not isinstance(s, Symbol):
@@ -69,23 +47,26 @@ def _import(outputs, inputs, input_shapes):
         if s.graph is not graph:
             raise GraphError(f"compile: '{s.name}' belongs to another graph than '{outputs[0].name}'")
     for s in inputs:
-        if s.op not in ('placeholder', 'variable'):
+        if s.node.prim is not PLACEHOLDER and s.node.prim is not VARIABLE:
             raise GraphError(f"compile: input '{s.name}' is the result of a '{s.op}' op; inputs must be "
                              f'placeholders (or Variables, to feed them)')
-    in_ids = {id(s): k for k, s in enumerate(inputs)}
-    needed = needed_nodes(graph, outputs)
+
+
+def _import(outputs, inputs, input_shapes):
+    """The function graph: only what the outputs need; inputs become its placeholders."""
+    _check(outputs, inputs)
+    in_ids = {id(s) for s in inputs}
+    needed = needed_nodes(outputs[0].graph, outputs)
     for node in needed:
         o = node.outputs[0]
-        if node.op == 'placeholder' and id(o) not in in_ids:
+        if node.prim is PLACEHOLDER and id(o) not in in_ids:
             raise FeedError(f"compile: the outputs need placeholder '{o.name}' (shape {o.shape}), which is not "
                             f'in inputs; add it to the inputs list')
     src = Graph('program')
     src.nodes = [s.node for s in inputs if s.node not in needed] + needed
     src.inputs, src.outputs = list(inputs), list(outputs)
-    shapes = {}
-    for k, s in enumerate(inputs):
-        shp = s.shape if input_shapes is None or input_shapes[k] is None else tuple(input_shapes[k])
-        shapes[id(s)] = shp
+    shapes = {id(s): s.shape if input_shapes is None or input_shapes[k] is None else tuple(input_shapes[k])
+              for k, s in enumerate(inputs)}
 
     def rw(node, ins, g):
         o = node.outputs[0]
@@ -93,6 +74,24 @@ def _import(outputs, inputs, input_shapes):
             return g.add_node(PLACEHOLDER, [], {}, [Aval(shapes[id(o)], o.dtype)], name=o.name)
         return None
     return rebuild(src, rw)
+
+
+def _all_nodes(g):
+    for n in g.nodes:
+        yield n
+        if n.prim is fused:
+            yield from _all_nodes(n.params['graph'])
+
+
+def _variables(source: Graph, g: Graph) -> list:
+    """The original Variables the compiled graph reads or assigns, in order of appearance."""
+    originals = {id(n.params['initial_value']): n.outputs[0] for n in source.nodes if n.prim is VARIABLE}
+    found = {}
+    for node in _all_nodes(g):
+        if node.prim is VARIABLE and id(node.params['initial_value']) in originals:
+            var = originals[id(node.params['initial_value'])]
+            found.setdefault(id(var), var)
+    return list(found.values())
 
 
 def compile(outputs, inputs=(), passes=None, *, input_shapes=None) -> Program:
@@ -107,44 +106,14 @@ def compile(outputs, inputs=(), passes=None, *, input_shapes=None) -> Program:
     inputs = [inputs] if isinstance(inputs, Symbol) else list(inputs)
     if not outs:
         raise GraphError('compile: no outputs given')
-    g = _import(outs, inputs, input_shapes).verify()
-    history = [('input', g)]
-    counts = {'input': len(g.nodes)}
-    declined = {}
-    for name, p in _resolve(passes):
-        new = p(g)
-        if not isinstance(new, Graph):
-            raise GraphError(f'compile: pass {name!r} returned {type(new).__name__}, not a Graph')
-        try:
-            if new is not g:            # a pass that changed nothing returns its input
-                new.verify()
-        except GraphError as e:
-            raise GraphError(f'compile: the graph is invalid after pass {name!r}: {e}') from None
-        g = new
-        if g.notes and g is not history[-1][1]:
-            declined[name] = list(g.notes)
-        history.append((name, g))
-        counts[name] = len(g.nodes)
-    originals = {id(n.params['initial_value']): n.outputs[0] for n in outs[0].graph.nodes if n.op == 'variable'}
-    variables = []
-    for node in _all_nodes(g):
-        var = originals.get(id(node.params['initial_value'])) if node.op == 'variable' else None
-        if var is not None and all(var is not v for v in variables):   # identity: Symbol == builds an op
-            variables.append(var)
-    ops = [n.op for n in _all_nodes(g)]
-    stats = {'nodes_before': len(history[0][1].nodes), 'nodes_after': len(g.nodes), 'passes': counts,
-             'fma': ops.count('fma'), 'fused': ops.count('fused'),
-             'fused_kernels': ops.count('fused') + sum(1 for n in g.nodes if n.op == 'fma'),
-             'declined': declined}
-    return Program(g, history, inputs, outs, single, variables, stats)
+    g0 = _import(outs, inputs, input_shapes).verify()
+    g, history, counts, declined = run_pipeline(g0, passes)
+    nodes = list(_all_nodes(g))
+    stats = {'nodes_before': len(g0.nodes), 'nodes_after': len(g.nodes), 'passes': counts,
+             'fma': sum(n.prim is fma for n in nodes), 'fused': sum(n.prim is fused for n in nodes),
+             'fused_kernels': sum(n.prim is fused or n.prim is fma for n in g.nodes), 'declined': declined}
+    return Program(g, history, inputs, outs, single, _variables(outs[0].graph, g), stats)
 
 
-def _all_nodes(g):
-    for n in g.nodes:
-        yield n
-        if n.op == 'fused':
-            yield from _all_nodes(n.params['graph'])
-
-
-__all__ = ['compile', 'Program', 'MemoryPlan', 'DEFAULT_PASSES', 'PASSES', 'register_pass', 'group', 'prune',
-           'fold_constants', 'cse', 'simplify', 'specialize', 'fuse', 'rebuild', 'emit']
+__all__ = ['compile', 'Program', 'MemoryPlan', 'DEFAULT_PASSES', 'PASSES', 'register_pass', 'prune',
+           'fold_constants', 'cse', 'simplify', 'specialize', 'fuse', 'rebuild', 'emit', 'copy_node']

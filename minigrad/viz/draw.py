@@ -365,15 +365,13 @@ def _const_vertex(d, owner_key, i, value):
 
 def from_tensor(root, need_values=False):
     """Drawing + steps of the graph that produced `root` (walks grad_fn TapeNodes)."""
-    from ..tensor import TapeNode
-    from ..autodiff import toposort
+    from ..tensor import TapeNode, _tape_order
     d = Drawing()
     if root.grad_fn is None:
         d.data(d.key(root, 't'), root.name or 'tensor', root.shape, root.dtype, root.data, root.grad,
                _tensor_role(root))
         return d, []
-    order, _ = toposort(root.grad_fn, lambda n: n.parents, lambda p: type(p) is TapeNode)
-    order = order[::-1]             # producers first
+    order = _tape_order(root.grad_fn)[0][::-1]         # producers first
     vals = {id(root.grad_fn): root.data}
     for node in order:
         if node.saved is not None:
@@ -466,22 +464,20 @@ def _sub_graphs(node):
 
 
 def is_fused(node) -> bool:
-    subs = _sub_graphs(node)
-    return bool(subs) and node.op not in ('cond', 'while_loop', 'while') and (
-        'fused' in node.op or any('fus' in k or k in ('graph', 'body', 'subgraph') for k, _ in subs))
+    """A compiler node that stands for a sub-graph (a fused group), drawn as a cluster."""
+    return node.prim.kind == 'compiler' and bool(_sub_graphs(node))
 
 
 def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=None, env=None):
     """Drawing + steps of a static Graph (only what `fetch` needs, if given).
 
-    Nodes created by mg.gradients are drawn as backward ops (graph._grad_nodes holds their ids)."""
-    from ..interpreter import needed_nodes
-    from ..graph import Symbol
+    Nodes created by mg.gradients are drawn as backward ops (graph.grad_nodes holds their ids)."""
+    from ..graph import Symbol, needed_nodes, SOURCES, PLACEHOLDER, CONSTANT
     top = d is None
     d = d or Drawing()
     env = {} if env is None else env                  # id(Symbol) -> vertex key (sub-graphs map inputs)
     values = values or {}
-    grad_nodes = getattr(graph, '_grad_nodes', set()) if grad_nodes is None else grad_nodes
+    grad_nodes = graph.grad_nodes if grad_nodes is None else grad_nodes
     fetch = [fetch] if isinstance(fetch, Symbol) else (list(fetch) if fetch is not None else None)
     nodes = needed_nodes(graph, fetch) if fetch else graph.nodes
     used = {id(i) for n in nodes for i in n.inputs}
@@ -490,7 +486,7 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
     for n in nodes:
         bwd = id(n) in grad_nodes
         ok = d.key(n, 'n')
-        src = n.op in ('placeholder', 'constant', 'variable')
+        src = n.prim in SOURCES
         if src and n.outputs and id(n.outputs[0]) in env:
             continue                                   # a sub-graph input drawn as the outer value
         subs = _sub_graphs(n)
@@ -526,11 +522,11 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
                     d.edge(ok, list(d.vertices)[before], 'note')
         for o in n.outputs:
             k = env.get(id(o)) or d.key(o, 's')
-            if n.op == 'placeholder':
+            if n.prim is PLACEHOLDER:
                 role, val = 'placeholder', None
-            elif n.op == 'constant':
+            elif n.prim is CONSTANT:
                 role, val = 'constant', n.params.get('value')
-            elif n.op == 'variable':
+            elif src:
                 role, val = 'param', n.params.get('initial_value')
             else:
                 role, val = ('output' if top and (id(o) in outs or id(o) not in used and not graph.outputs)

@@ -22,6 +22,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from ..errors import MinigradError
+from ..graph import PLACEHOLDER, VARIABLE
+from ..control import WHILE_GRAD
 from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
                    svg_html, to_digraph)
 
@@ -345,7 +347,7 @@ class Stepper(_Player):
             s.in_vals = [env.get(id(i)) for i in s.src.inputs]
             s.out_vals = [env.get(id(o)) for o in s.src.outputs]
         for n in nodes:
-            if n.op in ('placeholder', 'variable') and id(n.outputs[0]) in d._keys:
+            if n.prim in (PLACEHOLDER, VARIABLE) and id(n.outputs[0]) in d._keys:
                 d.vertices[d._keys[id(n.outputs[0])]]['value'] = env[id(n.outputs[0])]
         has_bwd = any(s.backward for s in steps)
         root = fetch[0]
@@ -510,7 +512,7 @@ class PassStepper(_Player):
             old = {} if prev is None else {_sig(n): n for n in prev.nodes}
             added = [n for s, n in cur.items() if prev is not None and s not in old]
             removed = [n for s, n in old.items() if s not in cur]
-            fused = [n for n in added if is_fused(n) or n.op in ('fma', 'fused')]
+            fused = [n for n in added if n.prim.kind == 'compiler' and n.prim.decompose is not None]
             ch = dict(added=len(added), removed=len(removed), fused=len(fused), nodes=len(g.nodes))
             cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if prev is None else
                    f"Pass {i} of {len(history) - 1}, '{name}': removed {len(removed)} node(s), added "
@@ -687,7 +689,7 @@ class LoopStepper(_Player):
         for k in slots:
             d.edge('body', k, 'flow', 'push')
         # backward: the while_grad node's grad_graph, applied to each popped entry
-        wg = next((m for m in graph.nodes if m.op == 'while_grad' and m.inputs[0] is node.outputs[-1]), None)
+        wg = next((m for m in graph.nodes if m.prim is WHILE_GRAD and m.inputs[0] is node.outputs[-1]), None)
         fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
         bwd_keys, pop, cts, acc = set(), [], [], None
         if wg is not None:
@@ -776,7 +778,7 @@ class TraceStepper(_Player):
         d, _ = from_graph(g, fetch)
         nodes = needed_nodes(g, fetch) if fetch else list(g.nodes)
         everything, shown, frames = set(d.vertices), set(), []
-        inputs = [m for m in nodes if m.op == 'placeholder']
+        inputs = [m for m in nodes if m.prim is PLACEHOLDER]
 
         def reveal(m):
             ok = d._keys.get(id(m))
@@ -794,7 +796,7 @@ class TraceStepper(_Player):
                             first, hidden=everything - shown))
         count = len(inputs)
         for m in nodes:
-            if m.op == 'placeholder':
+            if m.prim is PLACEHOLDER:
                 continue
             new = reveal(m) - shown
             shown |= new

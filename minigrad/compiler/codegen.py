@@ -1,0 +1,166 @@
+"""Code generation: the schedule as readable Python source calling numpy with ``out=`` buffers.
+
+What each step becomes is read from its op's record (core.Primitive): a ufunc call, the
+record's ``emit`` rule, or (for anything else) a call of its numpy impl. Parameters and
+constants are bound as values in the generated module (``K[i]``), never pasted as source,
+except plain literals (ints, bools, None and tuples of them).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..graph import ASSIGN
+
+
+def _safe(name) -> str:
+    """A user's name, made safe for a comment."""
+    return re.sub(r'[^A-Za-z0-9_.:-]', '_', str(name))[:40]
+
+
+def _literal(v) -> bool:
+    if v is None or type(v) in (bool, int):
+        return True
+    return type(v) is tuple and all(_literal(i) for i in v)
+
+
+class Codegen:
+    """Builds ``build(np, B, K, conv)``, which returns ``run(*inputs, S)``; ``emit`` rules get it as ctx."""
+
+    def __init__(self):
+        self.consts, self.fns, self.dts, self.names = [], {}, {}, {}
+        self.head, self.body = [], []
+        self.out_dtype = self.in_dtypes = None      # the current step's dtypes, for emit rules
+
+    # -- what emit rules use
+    def fn(self, name: str) -> str:
+        """A numpy function, bound once as a local: fn('add.reduce') -> 'np_add_reduce'."""
+        return self.fns.setdefault(name, 'np_' + name.replace('.', '_'))
+
+    def const(self, obj) -> str:
+        self.consts.append(obj)
+        return f'K[{len(self.consts) - 1}]'
+
+    def lit(self, v) -> str:
+        return repr(v) if _literal(v) else self.const(v)
+
+    def dtype(self, dt) -> str:
+        dt = np.dtype(dt)
+        spelled = dt.name if np.dtype(dt.name) == dt else dt.str       # 'float32', or '<U3' and the like
+        return self.dts.setdefault(spelled, 'dt_' + re.sub(r'\W', '_', dt.name))
+
+    # -- values
+    def name(self, v) -> str:
+        if id(v) not in self.names:
+            self.names[id(v)] = f'b{v.buf}' if v.buf is not None else f'v{len(self.names)}'
+        return self.names[id(v)]
+
+    def inputs(self, ivals):
+        for i, v in enumerate(ivals):
+            n = self.name(v)
+            chk = f'{n}.__class__ is not ndarray or {n}.dtype != {self.dtype(v.dtype)}'
+            if v.known:
+                chk += f' or {n}.shape != {v.shape!r}'
+            self.body.append(f'if {chk}: {n} = conv({i}, {n})  # {_safe(v.name)}')
+
+    def held(self, allv):
+        """Constants (bound once) and Variable state (read from S each call)."""
+        for v in allv:
+            if v.kind == 'const' and v.first == -1:
+                self.names[id(v)] = f'c{len(self.names)}'
+                self.head.append(f'{self.names[id(v)]} = {self.const(v.const)}  # {_safe(v.name)}')
+            elif v.kind == 'state' and v.first == -1:
+                self.names[id(v)] = f's{v.const}'
+                self.body.append(f's{v.const} = S[{v.const}]  # {_safe(v.name)}')
+
+    # -- steps
+    def out_buffer(self, st):
+        o = st.outs[0]
+        if o.kind != 'temp':
+            return None
+        if o.buf is not None:
+            return f'b{o.buf}'
+        if o.ref is not None:          # unknown shape: in place only if the shapes turn out equal
+            r = self.name(o.ref)
+            others = [self.name(i) for i in st.ins if i is not o.ref and i.shape != ()]
+            conds = [f'{r}.__class__ is ndarray'] + [f'{x}.shape == {r}.shape' for x in others]
+            return f'({r} if {" and ".join(conds)} else None)'
+        return None
+
+    def step(self, st, s, steps):
+        o, prim = st.outs[0], st.prim
+        args = [self.name(i) for i in st.ins]
+        if prim is ASSIGN:
+            return self.assign(st, s, steps, args)
+        out = self.out_buffer(st)
+        self.out_dtype, self.in_dtypes = o.dtype, [i.dtype for i in st.ins]
+        if prim.emit is not None:
+            line = prim.emit(args, out, st.params, self)
+        elif prim.ufunc is not None:
+            line = f'{self.fn(prim.ufunc)}({", ".join(args + ([f"out={out}"] if out else []))})'
+        else:                           # anything else: its numpy impl, params bound as a value
+            line = f'{self.const(prim.impl)}({", ".join(args + ["**" + self.const(dict(st.params))])})'
+            line = line if prim.multiple_results else f"{self.fn('asarray')}({line})"
+        comment = f'  # {_safe(o.name)} = {prim.name}'
+        if o.kind == 'temp' and o.buf is not None:
+            self.body.append(line + comment)
+        else:
+            lhs = ', '.join(self.name(x) for x in st.outs) + (',' if prim.multiple_results else '')
+            self.body.append(f'{lhs} = {line}{comment}')
+
+    def assign(self, st, s, steps, args):
+        var, val = st.ins
+        i = var.const
+        once = sum(1 for a in steps if a.prim is ASSIGN and a.ins[0].const == i) == 1
+        if var.kind == 'state' and var.last == s and once and var.known and val.shape == var.shape:
+            self.body.append(f"{self.fn('copyto')}(s{i}, {args[1]}, casting='unsafe')  # assign {_safe(var.name)}")
+            self.names[id(st.outs[0])] = f's{i}'
+        else:
+            self.body.append(f"S[{i}] = {self.name(st.outs[0])} = {self.fn('array')}({args[1]}, "
+                             f"{self.dtype(var.dtype)})  # assign {_safe(var.name)}")
+
+    # -- results
+    def returns(self, outputs, single):
+        """Every returned value gets its own name, written before the return: the caller owns it.
+        Trap: a buffer handed to the caller is replaced by a fresh one, so a duplicate or alias of
+        the same value must copy the handed array (r_k), never the buffer name rebound after it."""
+        rets, handed = [], {}
+        for k, v in enumerate(outputs):
+            key = ('buf', v.buf) if v.kind == 'temp' and v.buf is not None else ('val', id(v))
+            if key in handed:
+                self.body.append(f"r_{k} = {self.fn('array')}({handed[key]})  # a second fetch of the same value")
+            elif v.kind == 'temp' and v.buf is not None:
+                self.body.append(f"r_{k} = b{v.buf}; b{v.buf} = {self.fn('empty')}({v.shape!r}, "
+                                 f'{self.dtype(v.dtype)})  # hand the buffer to the caller')
+            else:     # a fresh array is the caller's; an input, constant, state or view is copied
+                self.body.append(f"r_{k} = {self.fn('asarray' if v.kind == 'temp' else 'array')}({self.name(v)})")
+            handed.setdefault(key, f'r_{k}')
+            rets.append(f'r_{k}')
+        self.body.append(f'return {rets[0]}' if single else f'return [{", ".join(rets)}]')
+        return sorted({f'b{v.buf}' for v in outputs if v.kind == 'temp' and v.buf is not None})
+
+    def source(self, ivals, bufs, rebound) -> str:
+        lines = ['def build(np, B, K, conv):', '    ndarray = np.ndarray']
+        lines += [f'    {a} = np.{fn}' for fn, a in self.fns.items()]
+        lines += [f'    {a} = np.dtype({d!r})' for d, a in self.dts.items()]
+        lines += ['    ' + h for h in self.head]
+        lines += [f'    b{b} = B[{b}]' for b in bufs]
+        lines.append(f'    def run({", ".join([self.name(v) for v in ivals] + ["S"])}):')
+        if rebound:
+            lines.append(f'        nonlocal {", ".join(rebound)}')
+        lines += ['        ' + b for b in self.body]
+        lines.append('    return run')
+        return '\n'.join(lines) + '\n'
+
+
+def generate(ivals, outputs, allv, steps, single):
+    """(Python source of ``build``, the constants it binds as K)."""
+    cg = Codegen()
+    cg.inputs(ivals)
+    cg.held(allv)
+    for s, st in enumerate(steps):
+        cg.step(st, s, steps)
+    rebound = cg.returns(outputs, single)
+    bufs = sorted({v.buf for v in allv if v.buf is not None})
+    return cg.source(ivals, bufs, rebound), cg.consts

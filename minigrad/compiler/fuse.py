@@ -1,0 +1,140 @@
+"""Pass: operator fusion. ``mul`` + ``add`` become one ``fma`` node; then groups of elementwise
+ops (a matmul may head a group: its bias add / ReLU epilogue) become one ``fused`` node
+holding its sub-graph in ``params['graph']``: one kernel, one pass over memory."""
+from __future__ import annotations
+
+from .. import ops as P
+from ..core import Aval
+from ..graph import Graph, Symbol, PLACEHOLDER
+from .ops import fma, fused
+from .prune import prune
+from .rewrite import rewrite_pass, unchanged, copy_node, emit, NodeView
+
+
+def _uses(graph: Graph) -> dict:
+    n = {id(o): 1 for o in graph.outputs}            # an output is used by the caller
+    for node in graph.nodes:
+        for i in node.inputs:
+            n[id(i)] = n.get(id(i), 0) + 1
+    return n
+
+
+def _fusable(node) -> bool:
+    return node.prim.kind != 'node' and (node.prim.elementwise or node.prim is P.matmul)
+
+
+def fuse(graph: Graph) -> Graph:
+    """mul+add -> fma, then groups -> fused nodes.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     w, x, b = (mg.placeholder(mg.float32, (3,), name=n) for n in 'wxb'); y = mg.relu(w * x + b)
+    >>> g.outputs = [y]
+    >>> [n.op for n in fuse(g).nodes][3:]
+    ['constant', 'fused']
+    """
+    uses = _uses(graph)
+
+    def to_fma(node, ins, g):
+        args = fma.match(NodeView(node, ins), lambda s: uses.get(id(_old(node, ins, s)), 0) == 1)
+        return None if args is None else [emit(g, fma, args, name=node.outputs[0].name)]
+    g1 = prune(rewrite_pass(graph, to_fma, lambda s: s if s.name == 'fused' else fuse(s)))
+    return _group(g1)
+
+
+def _old(node, ins, new_sym):
+    """The input of the original node that `new_sym` (a rewritten input) stands for."""
+    for old, new in zip(node.inputs, ins):
+        if new is new_sym:
+            return old
+    return new_sym
+
+
+def _group(graph: Graph) -> Graph:
+    """Give each fusable node a group: the group of one of its inputs, or a new one.
+
+    A node may join group G only if all its inputs from outside G are available before G's
+    first node. Each group then runs, as one unit, where its first node was (so its results
+    are available from there on): the condensed graph stays acyclic (a group never waits for
+    a value that waits for it) and the pass is linear. It misses some groupings (diamonds
+    whose halves start apart)."""
+    avail: dict[int, int] = {}           # id(symbol) -> position from which it exists
+    gid: dict[int, int] = {}             # id(node) -> group number
+    first: list[int] = []                # group number -> position of its first node
+    for k, node in enumerate(graph.nodes):
+        mine = None
+        if _fusable(node):
+            if node.prim.elementwise:    # a matmul heads a group (its epilogue follows it)
+                for i in node.inputs:
+                    g = gid.get(id(i.node))
+                    if g is not None and all(gid.get(id(j.node)) == g or avail[id(j)] < first[g]
+                                             for j in node.inputs):
+                        mine = g
+                        break
+            if mine is None:
+                mine = len(first)
+                first.append(k)
+            gid[id(node)] = mine
+        for o in node.outputs:
+            avail[id(o)] = -1 if not node.inputs else k if mine is None else first[mine]
+    members: dict[int, list] = {}
+    for node in graph.nodes:
+        if id(node) in gid:
+            members.setdefault(gid[id(node)], []).append(node)
+    groups = {g: m for g, m in members.items() if len(m) > 1}
+    if not groups and unchanged(graph):
+        return graph
+    return _emit_groups(graph, {id(n): g for g, m in groups.items() for n in m}, groups)
+
+
+def _emit_groups(graph, node_group, groups):
+    """Replace each group by one `fused` node, placed where its first node was."""
+    users: dict[int, set] = {}
+    for node in graph.nodes:
+        for i in node.inputs:
+            users.setdefault(id(i), set()).add(node_group.get(id(node), id(node)))
+    outs_needed = {id(o) for o in graph.outputs}
+    new = Graph(graph.name, graph.parent)
+    env: dict[int, Symbol] = {}
+
+    def copy(node):
+        if id(node.outputs[0]) not in env:
+            env.update(zip(map(id, node.outputs), copy_node(new, node, [env[id(i)] for i in node.inputs])))
+    for node in graph.nodes:
+        u = node_group.get(id(node))
+        if u is None:
+            copy(node)
+        elif node is groups[u][0]:
+            for n in groups[u]:          # a group may use a constant made after its first node
+                for i in n.inputs:
+                    if not i.node.inputs:
+                        copy(i.node)
+            results = [o for n in groups[u] for o in n.outputs if id(o) in outs_needed or users.get(id(o), set()) - {u}]
+            env.update(zip(map(id, results), _fused_node(new, groups[u], results, env)))
+    new.inputs = [env[id(s)] for s in graph.inputs]
+    new.outputs = [env[id(s)] for s in graph.outputs]
+    new.captures = [(outer, env[id(inner)]) for outer, inner in graph.captures]
+    return new
+
+
+def _fused_node(new: Graph, nodes, results, env) -> list:
+    """One `fused` node in `new` computing `results` from the group's `nodes` (a sub-graph)."""
+    inside = {id(o) for n in nodes for o in n.outputs}
+    ext, sub, senv = [], Graph('fused', new), {}
+    for n in nodes:
+        for i in n.inputs:
+            if id(i) not in inside and id(i) not in senv:
+                ext.append(i)
+                senv[id(i)] = sub.add_node(PLACEHOLDER, [], {}, [Aval(i.shape, i.dtype)],
+                                           name=i.name)[0]
+        senv.update(zip(map(id, n.outputs), copy_node(sub, n, [senv[id(i)] for i in n.inputs])))
+    sub.inputs = [senv[id(i)] for i in ext]
+    sub.outputs = [senv[id(o)] for o in results]
+    kind = 'elementwise' if all(n.prim.elementwise for n in nodes) else 'matmul_epilogue'
+    outs = new.add_node(fused, [env[id(i)] for i in ext], {'graph': sub, 'kind': kind},
+                        [Aval(o.shape, o.dtype) for o in results], name=results[-1].name)
+    for s, o in zip(outs, results):
+        if s.name != o.name:
+            s.name = new.unique_name(o.name)
+    return outs

@@ -1,0 +1,139 @@
+"""Building blocks for passes: every pass builds a *new* graph and never mutates its input,
+so the snapshots in ``program.history`` stay valid.
+
+* ``rebuild(graph, rewrite)`` copies a graph; ``rewrite(node, new_inputs, new_graph)`` may
+  return replacement symbols for a node's outputs (None copies it);
+* ``emit(g, prim, inputs, **params)`` adds a node, its outputs inferred by the shape rule;
+* ``copy_node`` copies one node onto new inputs.
+
+A pass that finds nothing to do returns its input graph itself (``rewrite_pass`` does
+that for you), so an unchanged pass costs one walk and no copy.
+"""
+from __future__ import annotations
+
+from ..core import Aval
+from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT
+
+
+def _merge(recorded, rule):
+    if recorded is None or rule is None:
+        return recorded if rule is None else rule
+    if len(recorded) != len(rule):
+        return recorded
+    return tuple(a if a is not None else b for a, b in zip(recorded, rule))
+
+
+def emit(g: Graph, prim, ins, name=None, **params):
+    """Add a node to `g`, inferring its output avals with the primitive's shape rule.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     x = mg.placeholder(mg.float32, (2,), name='x')
+    >>> emit(g, mg.ops.exp, [x]).shape
+    (2,)
+    """
+    av = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in ins], **params)
+    outs = g.add_node(prim, ins, params, list(av) if prim.multiple_results else [av], name=name)
+    return outs if prim.multiple_results else outs[0]
+
+
+def copy_node(g: Graph, node, ins, params=None) -> list:
+    """Copy `node` into `g` with new inputs; shapes are re-inferred when the inputs' shapes
+    changed (this resolves None dims)."""
+    params = node.params if params is None else params
+    avals = [Aval(o.shape, o.dtype) for o in node.outputs]
+    same = params is node.params and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(ins, node.inputs))
+    if not same and node.prim not in SOURCES and node.prim not in STATEFUL:   # same inputs: same outputs
+        r = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in ins],
+                                 **{k: v for k, v in params.items() if not k.startswith('_')})
+        r = list(r) if node.prim.multiple_results else [r]
+        avals = [Aval(_merge(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
+    outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name)
+    for o, old in zip(outs[1:], node.outputs[1:]):
+        o.name = g.unique_name(old.name)
+    return outs
+
+
+def subgraphs(params) -> bool:
+    return bool(params) and any(isinstance(v, Graph) for v in params.values())
+
+
+def rebuild(graph: Graph, rewrite=None, sub_pass=None, shapes=None) -> Graph:
+    """A copy of `graph`. ``rewrite(node, new_inputs, new_graph)`` may return replacement
+    symbols for the node's outputs (or None to copy it); ``sub_pass`` is applied to
+    sub-graphs in params; ``shapes`` maps id(old placeholder) -> a more precise shape."""
+    new = Graph(graph.name, graph.parent)
+    env: dict[int, Symbol] = {}
+    for node in graph.nodes:
+        ins = [env[id(i)] for i in node.inputs]
+        params = node.params
+        if sub_pass is not None and subgraphs(params):
+            params = {k: _sub(sub_pass, v, env, new) if isinstance(v, Graph) else v for k, v in params.items()}
+        res = rewrite(node, ins, new) if rewrite is not None else None
+        if res is None:
+            if shapes and id(node.outputs[0]) in shapes:
+                o = node.outputs[0]
+                res = new.add_node(node.prim, [], params, [Aval(shapes[id(o)], o.dtype)], name=o.name)
+            else:
+                res = copy_node(new, node, ins, params)
+        env.update(zip(map(id, node.outputs), res))
+    new.inputs = [env[id(s)] for s in graph.inputs]
+    new.outputs = [env[id(s)] for s in graph.outputs]
+    new.captures = [(outer, env[id(inner)]) for outer, inner in graph.captures]
+    new.single = graph.single
+    return new
+
+
+def _sub(pass_fn, sub: Graph, outer_env, parent) -> Graph:
+    out = pass_fn(sub)
+    if out is not sub:       # point captures/parent at the new enclosing graph
+        out.parent = parent
+        out.captures = [(outer_env.get(id(o), o), i) for o, i in out.captures]
+    return out
+
+
+def unchanged(graph: Graph) -> bool:
+    """May a pass that found nothing to do return `graph` itself? (Not if sub-graphs must be visited.)"""
+    return not any(subgraphs(n.params) for n in graph.nodes)
+
+
+def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
+    """rebuild(graph, rw); the input graph itself when no rule fired and nothing was noted."""
+    probe = Graph(graph.name, graph.parent)          # try the rules on the graph as it is: no copy yet
+    if unchanged(graph) and all(rw(n, n.inputs, probe) is None for n in graph.nodes) and not probe.notes:
+        return graph
+    fired = []
+
+    def counting(node, ins, g):
+        res = rw(node, ins, g)
+        if res is not None:
+            fired.append(node)
+        return res
+    new = rebuild(graph, counting, sub_pass=sub_pass)
+    return graph if not fired and not new.notes and unchanged(graph) else new
+
+
+def const_value(sym):
+    """The value of a constant Symbol, else None."""
+    return sym.node.params['value'] if sym.node.prim is CONSTANT else None
+
+
+class Builder:
+    """What an op record's ``lower`` rule gets: ``b.emit(prim, inputs, **params)`` into the graph
+    being built (names the last node after the one it replaces)."""
+    __slots__ = ('graph', 'name')
+
+    def __init__(self, graph: Graph, name: str):
+        self.graph, self.name = graph, name
+
+    def emit(self, prim, ins, **params):
+        return emit(self.graph, prim, ins, name=self.name, **params)
+
+
+class NodeView:
+    """A node seen with its rewritten inputs (what a compiler op's ``match`` looks at)."""
+    __slots__ = ('prim', 'inputs', 'outputs', 'params')
+
+    def __init__(self, node, ins):
+        self.prim, self.inputs, self.outputs, self.params = node.prim, ins, node.outputs, node.params
