@@ -337,6 +337,9 @@ class Graph:
         for o in self.outputs:
             if id(o) not in defined:
                 raise GraphError(f'verify: output {o.name} is not defined in this graph')
+        if len({id(s) for s in self.inputs}) != len(self.inputs):
+            raise GraphError(f'verify: the inputs {", ".join(s.name for s in self.inputs)} are not distinct '
+                             f'values (did a pass merge two placeholders? each input is its own value)')
         return self
 
     @contextlib.contextmanager

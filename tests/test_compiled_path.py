@@ -281,3 +281,26 @@ def test_pass_stepper_caption_shows_what_a_pass_declined():
     stepper = mg.viz.PassStepper(mg.compile(y, [x]))
     caps = [f.caption for f in stepper.frames if 'Declined' in f.caption]
     assert len(caps) == 1 and "'simplify'" in caps[0] and 'may be inf or nan' in caps[0]
+
+
+def test_a_pass_that_merges_inputs_is_a_graph_error():
+    from minigrad.compiler import rebuild
+    g = mg.Graph()
+    with g.as_default():
+        a = mg.placeholder(mg.float32, (2,), name='a')
+        b = mg.placeholder(mg.float32, (2,), name='b')
+        y = a * b
+
+    def merge_placeholders(graph):
+        first = {}
+
+        def rw(node, ins, new):
+            if node.op == 'placeholder':
+                return first.setdefault('ph', None) or first.update(ph=rebuild_one(node, new)) or first['ph']
+            return None
+
+        def rebuild_one(node, new):
+            return new.add_node(node.prim, [], {}, [node.outputs[0]], name=node.outputs[0].name)
+        return rebuild(graph, rw)
+    with pytest.raises(mg.GraphError, match="invalid after pass 'merge_placeholders'.*not distinct"):
+        mg.compile(y, [a, b], passes=[merge_placeholders])
