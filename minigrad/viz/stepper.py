@@ -22,8 +22,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from ..errors import MinigradError
-from ..graph import PLACEHOLDER, VARIABLE
-from ..control import WHILE_GRAD
+from ..graph import PLACEHOLDER, VARIABLE, CONSTANT
+from ..control import WHILE, WHILE_GRAD
 from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
                    svg_html, to_digraph)
 
@@ -648,7 +648,7 @@ class LoopStepper(_Player):
     def __init__(self, result, feed_dict=None, names=None, max_iterations=24, max_nodes=150):
         from ..interpreter import evaluate, run_graph
         node = getattr(result, 'node', None)
-        if node is None or node.op != 'while':
+        if node is None or node.prim is not WHILE:
             raise MinigradError('LoopStepper: pass an output of mg.while_loop (e.g. the first loop variable)')
         graph, p = result.graph, node.params
         cg, bg = p['cond_graph'], p['body_graph']
@@ -663,7 +663,7 @@ class LoopStepper(_Player):
 
         d = Drawing()
         lv = [d.data(f'lv{i}', names[i], s.shape, s.dtype, role='leaf') for i, s in enumerate(bg.inputs)]
-        ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.op not in ('placeholder', 'constant')))
+        ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.prim not in (PLACEHOLDER, CONSTANT)))
         d.op('cond', 'cond', detail=ops(cg))
         d.op('body', 'body', detail=ops(bg))
         for k in lv:
@@ -801,7 +801,7 @@ class TraceStepper(_Player):
             new = reveal(m) - shown
             shown |= new
             out = ', '.join(f'{o.name} ({_shape(o)})' for o in m.outputs)
-            if m.op in ('constant', 'variable'):
+            if m.prim in (CONSTANT, VARIABLE):
                 cap = f'The function uses a value from outside: the tracer adds it as a {m.op}, {out}.'
             else:
                 ins = ', '.join(i.name for i in m.inputs)
