@@ -48,6 +48,8 @@ def _identities(node, ins, g):
     for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
         if prim.unit is not None and x.dtype == o.dtype and _uniform(c, prim.unit):
             return [_broadcast(g, x, o.shape)]
+        if prim.unit is not None and prim.unit == 0 and _uniform(c, -prim.unit):       # x + 0.0, not -0.0
+            g.notes.append(f'kept {o.name} = {node.op}({x.name}, 0.0): {x.name} may be -0.0 (-0.0 + 0.0 is +0.0)')
         if prim.zero is not None and _uniform(c, prim.zero):
             if o.dtype.kind in 'biu':
                 return [_broadcast(g, g.lift(np.zeros((), o.dtype)), o.shape)]
