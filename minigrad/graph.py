@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 
 import numpy as np
 
@@ -60,7 +61,10 @@ class Symbol(OpsMixin):
     op = property(lambda self: self.node.op)
     ndim = property(lambda self: None if self.shape is None else len(self.shape))
 
-    def _no_value(self, what):
+    def _no_value(self, what, convert=None):
+        tracer = self.node.graph.tracer
+        if tracer is not None and convert is not None:     # mg.jit is tracing: break the graph here
+            return tracer(self, what, convert)
         raise TraceError(
             f"{what} of Symbol '{self.name}' (shape {fmt_shape(self.shape)}, {self.dtype}): a Symbol is a "
             f'placeholder in a graph and has no value while the graph is being built. Get values with '
@@ -69,28 +73,28 @@ class Symbol(OpsMixin):
             f'trace with symbolic=False to record one concrete run.')
 
     def __bool__(self):
-        self._no_value('bool()')
+        return self._no_value('bool()', bool)
 
     def item(self):
-        self._no_value('item()')
+        return self._no_value('item()', np.ndarray.item)
 
     def numpy(self):
-        self._no_value('numpy()')
+        return self._no_value('numpy()', np.array)
 
     def tolist(self):
-        self._no_value('tolist()')
+        return self._no_value('tolist()', np.ndarray.tolist)
 
     def __array__(self, *a, **k):
-        self._no_value('converting to a numpy array')
+        return self._no_value('converting to a numpy array', np.array)
 
     def __float__(self):
-        self._no_value('float()')
+        return self._no_value('float()', float)
 
     def __int__(self):
-        self._no_value('int()')
+        return self._no_value('int()', int)
 
     def __index__(self):
-        self._no_value('using as an index')
+        return self._no_value('using as an index', operator.index)
 
     def __iter__(self):
         if self.shape is None or not self.shape or self.shape[0] is None:
@@ -195,7 +199,7 @@ class Graph:
     """
 
     __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor', 'notes',
-                 'grad_nodes', 'single', '_names', '__weakref__')
+                 'grad_nodes', 'single', '_names', 'tracer', '__weakref__')
 
     def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
         self.name = name
@@ -205,6 +209,7 @@ class Graph:
         self.inputs: list[Symbol] = []       # for sub-graphs: the function's parameters
         self.outputs: list[Symbol] = []      # for sub-graphs: the function's results
         self.capture_tensor = None           # set by mg.trace: how to turn a Tensor into a Symbol
+        self.tracer = None                   # set by mg.jit while tracing: gives a Symbol's value (a graph break)
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
         self.grad_nodes: set[int] = set()    # ids of the nodes mg.gradients added (drawn as backward)
         self.single = False                  # a cond/while body written as `return x` (not a tuple)

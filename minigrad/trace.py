@@ -8,6 +8,10 @@
   and converts the tape into a Graph: a tape *is* a static graph of one run.
   Python branches are frozen at the values seen while tracing.
 
+``mg.jit`` traces like ``symbolic=True`` but never fails or freezes on a value: a request for one
+(``bool()``, ``float()``, ``int()``, ``.item()`` of a Symbol) is a graph break, guarded by the value
+seen (see JitFunction).
+
 Tensors the function uses but does not receive (module parameters, closed-over
 tensors) become Variables when they require grad (each call feeds their current
 ``.data``, so training updates are seen) and constants otherwise.
@@ -15,16 +19,22 @@ tensors) become Variables when they require grad (each call feeds their current
 from __future__ import annotations
 
 import inspect
+import linecache
+import os
+import sys
+from collections import OrderedDict
 
 import numpy as np
 
 from . import core
 from .core import PRIMITIVES, fmt_shape
-from .errors import TraceError, FeedError
-from .graph import Graph, Symbol, Variable, placeholder, constant
+from .core import Aval
+from .errors import TraceError, FeedError, MinigradError
+from .graph import Graph, Symbol, Variable, placeholder, constant, PLACEHOLDER, VARIABLE, CONSTANT
 from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor
 from .compiler import compile as compile_graph
+from .compiler.rewrite import copy_node
 
 
 def _as_array(x) -> np.ndarray:
@@ -185,47 +195,291 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
     return TracedFunction(fn, g, inputs, outputs, template, hook.params, symbolic)
 
 
+# ------------------------------------------------------------------ mg.jit: guards and graph breaks
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_line() -> str:
+    """'file:line: source' of the first frame outside minigrad (where the user asked for a value)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return '<unknown>'
+    src = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f'{frame.f_code.co_filename}:{frame.f_lineno}: {src}'
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in 'fc' and b.dtype.kind in 'fc')
+
+
+class GraphBreak:
+    """Python asked for the value of ``symbol`` (``what``: 'bool()', 'float()', ...) at ``line``:
+    the graph so far ended there (``at``: its node count) and the guard ``convert(value) == expected``."""
+
+    def __init__(self, symbol, what, convert, expected, at, line):
+        self.symbol, self.what, self.convert, self.expected = symbol, what, convert, expected
+        self.at, self.line = at, line
+
+    def holds(self, value) -> bool:
+        return _same(self.convert(value), self.expected)
+
+    def __str__(self):
+        return f"{self.what} of '{self.symbol.name}' == {self.expected!r}"
+
+
+class _Tracer:
+    """Graph.tracer while mg.jit traces: evaluates the graph built so far and records a GraphBreak."""
+
+    def __init__(self, graph, feeds):
+        self.graph, self.feeds, self.breaks = graph, feeds, []
+
+    def __call__(self, sym, what, convert):
+        from .interpreter import evaluate
+        value = np.asarray(evaluate(self.graph, [sym], self.feeds())[0])
+        expected = convert(value)
+        self.breaks.append(GraphBreak(sym, what, convert, expected, len(self.graph.nodes), _user_line()))
+        return expected
+
+
+class Segment:
+    """One graph of a jit cache entry: ``graph`` (drawable), ``program`` (compiled, None if it has
+    nothing to compute), ``ins``/``outs`` (Symbols of the traced graph it reads and writes), and
+    ``guard`` (the GraphBreak that ends it; None for the last segment)."""
+
+    def __init__(self, graph, program, ins, outs, guard):
+        self.graph, self.program, self.ins, self.outs, self.guard = graph, program, ins, outs, guard
+
+
+def _external(node) -> bool:
+    return node.prim is PLACEHOLDER or node.prim is VARIABLE      # fed on every call, from args/params
+
+
+def _segment_nodes(fetches, lo, hi) -> list:
+    """The nodes in graph positions [lo, hi) the fetches need (earlier values are read, not recomputed)."""
+    seen, stack = {}, [s.node for s in fetches]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or not lo <= n.index < hi or _external(n):
+            continue
+        seen[id(n)] = n
+        stack.extend(i.node for i in n.inputs)
+    return sorted(seen.values(), key=lambda n: n.index)
+
+
+def _segment(name, nodes, outs, guard) -> Segment:
+    """Copy ``nodes`` into a new graph; values made before it become its placeholders."""
+    g, env, ins = Graph(name), {}, []
+
+    def sym(s):
+        if id(s) not in env:
+            if s.node.prim is CONSTANT:          # copy constants: the compiler can fold them
+                env[id(s)] = copy_node(g, s.node, [])[0]
+            else:
+                env[id(s)] = g.add_node(PLACEHOLDER, [], {}, [Aval(s.shape, s.dtype)], name=s.name)[0]
+                ins.append(s)
+        return env[id(s)]
+    mine = {id(o) for n in nodes for o in n.outputs}
+    for s in [i for n in nodes for i in n.inputs if id(i) not in mine]:      # placeholders first, as in a trace
+        sym(s)
+    for n in nodes:
+        env.update(zip(map(id, n.outputs), copy_node(g, n, [sym(i) for i in n.inputs])))
+    program = compile_graph([env[id(s)] for s in outs], [env[id(s)] for s in ins]) if outs else None
+    return Segment(g, program, ins, outs, guard)
+
+
+def _split(graph, breaks, outputs, name) -> list[Segment]:
+    """Cut the traced graph at its breaks: segment k computes break k's value and what later segments read."""
+    bounds = [0] + [b.at for b in breaks] + [len(graph.nodes)]
+    fetches = [[b.symbol] for b in breaks] + [list(outputs)]
+    later, segments = {}, []                   # later: id -> Symbol read by a later segment
+    for k in reversed(range(len(fetches))):
+        lo, hi = bounds[k], bounds[k + 1]
+        want = fetches[k] + [s for s in later.values() if lo <= s.node.index < hi and not _external(s.node)]
+        nodes = _segment_nodes(want, lo, hi)
+        mine = {id(o) for n in nodes for o in n.outputs}
+        outs = list({id(s): s for s in want if id(s) in mine}.values())
+        seg = _segment(f'{name} [{k + 1}/{len(fetches)}]', nodes, outs, breaks[k] if k < len(breaks) else None)
+        later.update((id(s), s) for s in seg.ins)
+        later.update((id(s), s) for s in fetches[k] if id(s) not in mine)
+        segments.append(seg)
+    return segments[::-1]
+
+
+class JitEntry:
+    """One cache entry of mg.jit: the traced ``graph``, its ``segments`` (one more than its ``breaks``)
+    and its ``guards`` (input shapes/dtypes, Python scalar values, then one per break)."""
+
+    def __init__(self, key, guards, graph, inputs, outputs, template, params, breaks, segments):
+        self.key, self.guards, self.graph, self.inputs, self.outputs = key, guards, graph, inputs, outputs
+        self.template, self.params, self.breaks, self.segments = template, params, breaks, segments
+
+    @property
+    def graphs(self) -> list[Graph]:
+        return [s.graph for s in self.segments]
+
+    def run(self, arrays):
+        """The outputs (flat), or None when a branch guard fails."""
+        env = {id(p): a for p, a in zip(self.inputs, arrays)}
+        env.update((id(v), t.data) for v, t in self.params)
+        for seg in self.segments:
+            if seg.program is not None:
+                env.update(zip(map(id, seg.outs), seg.program(*[env[id(s)] for s in seg.ins])))
+            if seg.guard is not None and not seg.guard.holds(env[id(seg.guard.symbol)]):
+                return None
+        return [np.asarray(env[id(o)]) for o in self.outputs]
+
+    def explain(self) -> str:
+        lines = ['  guards:'] + [f'    {g}' for g in self.guards]
+        lines += [f'    {b}' for b in self.breaks]
+        lines.append(f'  graph breaks: {len(self.breaks)}')
+        lines += [f'    {k + 1}. Python asked for {b.what} of {b.symbol.name!r} at {b.line}'
+                  for k, b in enumerate(self.breaks)]
+        for seg in self.segments:
+            end = f'then Python reads {seg.guard}' if seg.guard is not None else \
+                f'returns {", ".join(o.name for o in self.outputs)}'
+            lines.append(f'  graph {seg.graph.name} ({end}):')
+            lines += ['    ' + ln for ln in str(seg.graph).splitlines()]
+        return '\n'.join(lines)
+
+
+def _is_scalar(a) -> bool:
+    return isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)
+
+
+def _key(args, names) -> tuple:
+    """The input guards: shape and dtype of each array, type and value of each Python scalar."""
+    key, text = [], []
+    for a, n in zip(args, names):
+        if _is_scalar(a):
+            key.append((type(a), a))
+            text.append(f'{n} == {a!r} ({type(a).__name__})')
+        else:
+            arr = _as_array(a)
+            key.append((arr.shape, arr.dtype.str))
+            text.append(f'{n}: {arr.dtype} {fmt_shape(arr.shape)}')
+    return tuple(key), text
+
+
 class JitFunction:
-    """``mg.jit(fn)``: traces on the first call for each input signature (shapes and dtypes),
-    compiles the graph with ``mg.compile`` and reuses it (a graph that cannot be compiled is an error). ``trace_count``
-    counts the traces; ``traces`` maps signature -> TracedFunction; ``graph`` is the latest.
+    """``mg.jit(fn)``: trace + compile, reused while the guards hold (as torch.compile / jax.jit).
+
+    Each cache entry (a JitEntry) records its guards: input shapes and dtypes, the values of
+    Python scalar arguments (passed to fn as themselves, so ``range(n)`` works), and the
+    outcome of every Python ``bool()``/``float()``/``int()``/``.item()`` on a traced value. Such
+    a request is a **graph break**: the graph so far is run, Python gets the concrete value and
+    tracing goes on in a new graph. A call whose guards all hold reuses the entry; otherwise fn
+    is traced again (``trace_count``). The cache is LRU with ``cache_size`` entries (default 64);
+    ``hits``, ``misses``, ``evictions`` count; ``explain()`` prints everything.
 
     >>> import minigrad as mg, numpy as np
-    >>> f = mg.jit(lambda x: x * 2 + 1)
-    >>> _ = f(np.ones(3)); _ = f(np.zeros(3)); _ = f(np.ones(4))
-    >>> f.trace_count
-    2
+    >>> f = mg.jit(lambda x, n: x * 2 if x.sum() > n else -x)
+    >>> _ = f(np.ones(3), 0); _ = f(np.zeros(3) + 5, 0); _ = f(-np.ones(3), 0); _ = f(np.ones(3), 1)
+    >>> f.trace_count, f.hits
+    (3, 1)
     """
+    CACHE_SIZE = 64
 
-    def __init__(self, fn):
-        self.fn, self.traces, self.trace_count = fn, {}, 0
+    def __init__(self, fn, cache_size=CACHE_SIZE):
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise MinigradError(f'mg.jit: cache_size must be a positive int, got {cache_size!r}')
+        self.fn, self.cache_size = fn, cache_size
+        self.cache: OrderedDict[int, JitEntry] = OrderedDict()     # least recently used first
+        self.trace_count = self.hits = self.misses = self.evictions = self.guard_failures = 0
         self._last = None
         self.__name__ = getattr(fn, '__name__', 'fn')
 
     def __call__(self, *args):
-        arrays = [_as_array(a) for a in args]
-        sig = tuple((a.shape, a.dtype.str) for a in arrays)
-        traced = self.traces.get(sig)
-        if traced is None:
-            traced = trace(self.fn, *arrays)
-            traced.program = compile_graph(traced.outputs, list(traced.inputs) + [v for v, _ in traced.params])
-            self.traces[sig] = traced
-            self.trace_count += 1
-        self._last = traced
-        return traced(*args)
+        names = _arg_names(self.fn, len(args))
+        key, text = _key(args, names)
+        arrays = [None if _is_scalar(a) else _as_array(a) for a in args]
+        for k, entry in reversed(list(self.cache.items())):      # most recently used first
+            if entry.key == key:
+                flat = entry.run(arrays)
+                if flat is not None:
+                    self.hits += 1
+                    self.cache.move_to_end(k)
+                    return self._result(entry, flat, args)
+                self.guard_failures += 1
+        self.misses += 1
+        entry = self._trace(args, arrays, names, key, text)
+        flat = entry.run(arrays)
+        if flat is None:           # the traced run and the compiled run disagree on a branch
+            raise TraceError(f'mg.jit({self.__name__}): the compiled graphs failed a guard at the very inputs '
+                             f'they were traced with (does {self.__name__} use randomness?)\n{entry.explain()}')
+        return self._result(entry, flat, args)
+
+    def _trace(self, args, arrays, names, key, text) -> JitEntry:
+        g = Graph(f'jit of {self.__name__}')
+        hook = _Captures(g)
+        with g.as_default():
+            inputs = [placeholder(a.dtype, a.shape, name=n) for a, n in zip(arrays, names) if a is not None]
+        it = iter(inputs)
+        call = [a if _is_scalar(a) else next(it) for a in args]
+        live = [a for a in arrays if a is not None]
+        tracer = _Tracer(g, lambda: {**{id(p): a for p, a in zip(inputs, live)},
+                                     **{id(v): t.data for v, t in hook.params}})
+        g.capture_tensor, g.tracer = hook, tracer
+        try:
+            with g.as_default():
+                out = self.fn(*call)
+            outputs, template = _outputs(g, out, g.lift)
+        finally:
+            g.capture_tensor = g.tracer = None      # later value requests raise as usual
+        segments = _split(g, tracer.breaks, outputs, self.__name__)
+        entry = JitEntry(key, text, g, inputs, outputs, template, hook.params, tracer.breaks, segments)
+        self.trace_count += 1
+        self.cache[id(entry)] = entry
+        if len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+            self.evictions += 1
+        return entry
+
+    def _result(self, entry, flat, args):
+        self._last = entry
+        if any(isinstance(a, Tensor) for a in args):
+            flat = [Tensor._make(v) for v in flat]
+        return _unflatten(entry.template, iter(flat))
+
+    @property
+    def entries(self) -> list[JitEntry]:
+        """The cache entries, least recently used first."""
+        return list(self.cache.values())
 
     @property
     def graph(self) -> Graph | None:
+        """The traced graph of the entry used last (before it was cut at graph breaks)."""
         return None if self._last is None else self._last.graph
 
+    def explain(self) -> str:
+        """Print (and return) every cache entry: guards, graph breaks (reason, source line), graphs."""
+        lines = [f'jit({self.__name__}): {len(self.cache)} cache entries (LRU, max {self.cache_size}), '
+                 f'{self.trace_count} traces, {self.hits} hits, {self.misses} misses, '
+                 f'{self.guard_failures} guard failures, {self.evictions} evictions']
+        for k, entry in enumerate(self.cache.values()):
+            lines.append(f'entry {k + 1}:')
+            lines.append(entry.explain())
+        text = '\n'.join(lines)
+        print(text)
+        return text
+
     def __str__(self):
-        return str(self._last) if self._last is not None else f'jit({self.__name__}) (not traced yet)'
+        if self._last is None:
+            return f'jit({self.__name__}) (not traced yet)'
+        return '\n'.join(str(s.graph) for s in self._last.segments)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         from . import viz
-        return viz.mimebundle(self._last)
+        return viz.mimebundle(self.graph)
 
 
-def jit(fn) -> JitFunction:
-    """Trace-and-compile ``fn``, cached per input signature; see JitFunction."""
-    return JitFunction(fn)
+def jit(fn, cache_size=JitFunction.CACHE_SIZE) -> JitFunction:
+    """Trace-and-compile ``fn`` with guards and graph breaks; see JitFunction.
+
+    >>> import minigrad as mg, numpy as np
+    >>> float(mg.jit(lambda x: (x * x).sum())(np.arange(3.0)))
+    5.0
+    """
+    return JitFunction(fn, cache_size)

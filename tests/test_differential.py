@@ -30,8 +30,8 @@ Exclusions (where PyTorch and numpy/minigrad legitimately differ), one line each
     legitimately add or drop an exact +0 term (tape vs graph), which flips -0.0 to 0.0.
   * relu(nan) is 0 in minigrad (relu is where(0 < x, x, 0), gradient 0 at 0 as torch's), torch gives
     nan: relu with a NaN operand is compared between minigrad modes only: `_torch_value_exclusions`.
-JIT_GRAPH_BREAKS (below) is False until mg.jit guards branch outcomes and breaks graphs (issue 18):
-meanwhile jit must refuse a data-dependent Python if with a TraceError.
+JIT_GRAPH_BREAKS (below): mg.jit guards branch outcomes and breaks graphs (issue 18), so jit is
+checked on programs with a data-dependent Python if, at the example inputs and at new inputs.
 Recorded traces (`symbolic=False`) freeze Python branches by design: they are compared at
 their example inputs, and at new inputs only for programs without cond/while/Python if.
 Second derivatives through while_loop raise by design (control.py): such programs only
@@ -61,7 +61,7 @@ from hypothesis.extra import numpy as hnp
 import minigrad as mg
 from minigrad import interpreter
 
-JIT_GRAPH_BREAKS = False      # issue 18: jit guards Python branch outcomes and splits graphs there
+JIT_GRAPH_BREAKS = True       # issue 18: jit guards Python branch outcomes and splits graphs there
 
 try:
     import torch
@@ -1243,7 +1243,6 @@ def test_regression_cond_gradient_is_not_nan_from_the_branch_not_taken():
     assert float(mg.compile([dx], [p])(np.array(np.inf))[0]) == 1.0
 
 
-@pytest.mark.xfail(strict=True, raises=mg.TraceError, reason='graph breaks and guards in mg.jit: issue 18')
 def test_regression_jit_with_a_python_if_on_a_value():
     # net: v2 = x0 if bool(x0.sum() > 0.0) else x0 (a data-dependent Python if) made mg.jit raise
     # TraceError. DESIGN: jit guards branch outcomes and splits the function (a graph break)

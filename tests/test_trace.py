@@ -160,4 +160,4 @@ def test_jit_uses_the_compiler_when_it_works():
         pytest.skip('no compiler yet')
     jf = mg.jit(lambda x: x * 2.0 + 1.0)
     np.testing.assert_allclose(jf(np.ones(3)), [3.0] * 3)
-    assert jf.traces[((3,), '<f8'),].program is not None
+    assert jf.entries[0].segments[0].program is not None
