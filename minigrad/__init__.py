@@ -49,3 +49,4 @@ from .trace import trace, jit, TracedFunction, JitFunction
 from . import compiler
 from .compiler import compile, Program
 from . import testing
+from .forward import jvp, jacfwd, jacrev

@@ -6,6 +6,7 @@ decides *how* a primitive runs, by looking at its arguments (no global mode):
 
 * any argument is a Symbol  -> the graph builder adds a node       (graph.py)
 * any argument is a Tensor  -> compute now and record on the tape  (tensor.py)
+* any argument is a Dual     -> compute primal and tangent (forward mode, forward.py)
 * only numpy values          -> just compute (used by VJPs during a plain backward)
 """
 from __future__ import annotations
@@ -114,6 +115,8 @@ class _Hooks:
     tensor_type: type = type(None)       # tensor.Tensor
     graph_apply: Callable = None         # (prim, args, params) -> Symbol | tuple
     eager_apply: Callable = None         # (prim, args, params) -> Tensor
+    dual_type: type = type('NoDual', (), {})   # forward.Dual (never None: None is a valid argument)
+    dual_apply: Callable = None          # (prim, args, params) -> Dual | value
 
 
 hooks = _Hooks()
@@ -140,6 +143,8 @@ def apply(prim: Primitive, *args, **params):
             return hooks.graph_apply(prim, args, params)
         if isinstance(a, hooks.tensor_type):
             eager = True
+        elif isinstance(a, hooks.dual_type):   # forward mode: a Dual among Tensors too (W @ x in mg.jvp)
+            return hooks.dual_apply(prim, args, params)
     if eager:
         return hooks.eager_apply(prim, args, params)
     try:

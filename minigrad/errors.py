@@ -24,3 +24,7 @@ class TraceError(MinigradError):
 
 class BackwardError(MinigradError, RuntimeError):
     """backward() cannot run: freed graph, non-scalar output, integer tensor, ..."""
+
+
+class ForwardError(MinigradError, ValueError):
+    """mg.jvp / jacfwd / jacrev given what they cannot differentiate (structure, dtype, a missing rule)."""

@@ -15,13 +15,13 @@ from .errors import GraphError, ShapeError
 
 
 def _is_value(x) -> bool:
-    return isinstance(x, (hooks.tensor_type, hooks.symbol_type))
+    return isinstance(x, (hooks.tensor_type, hooks.symbol_type, hooks.dual_type))
 
 
 def _lift(*xs):
     """Public functions on plain data (lists, arrays, numbers) return Tensors."""
     for x in xs:
-        if isinstance(x, (hooks.tensor_type, hooks.symbol_type)):
+        if isinstance(x, (hooks.tensor_type, hooks.symbol_type, hooks.dual_type)):
             return xs
     from .tensor import Tensor, _to_array
     first = xs[0]

@@ -18,7 +18,9 @@ This is the only file with differentiation rules. VJPs are written with the
 primitives themselves, so one rule computes numbers during a plain backward
 (numpy in, numpy out), records a new graph with ``create_graph=True`` (Tensors in)
 and adds backward nodes to a static graph (Symbols in).
-VJP signature: ``vjp(needs, g, out, *inputs, **params)``. Each record also says how
+VJP signature: ``vjp(needs, g, out, *inputs, **params)``. Beside it, the forward-mode rule
+``jvp(primals, tangents, out, **params) -> tangent of out`` (a None tangent is zero; forward.py
+calls it only for floating results), in the same ops. Each record also says how
 the compiler emits it (``ufunc``, ``view``, ``emit``) and simplifies it (``unit``,
 ``zero``, ``compose``, ``lower``): see core.Primitive.
 """
@@ -96,6 +98,40 @@ def _unbroadcast(g, x):
     return sum_to_like(g, x)
 
 
+# ------------------------------------------------- helpers for JVPs (a None tangent is zero)
+def _fit(t, out):
+    """An input's tangent as a tangent of out: broadcast as the op broadcast the input, in out's dtype."""
+    if t is None:
+        return None
+    at, ao = aval_of(t), aval_of(out)
+    if at.shape is None or at.shape != ao.shape:
+        t = broadcast_like(t, out)
+    return t if at.dtype == ao.dtype else cast(t, dtype=ao.dtype)
+
+
+def _tsum(out, *terms):
+    """The sum of the tangent terms that are not None (zero), as a tangent of out; None if all are."""
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else add(total, t)
+    return _fit(total, out)
+
+
+def _scale(t, d):
+    """t * d, the tangent of a unary elementwise op with derivative d."""
+    return None if t is None else mul(t, d)
+
+
+def _lin(op, p, t, params):
+    """The JVP of an op linear in its first input: the tangent goes through the op itself."""
+    return None if t[0] is None else op(t[0], *p[1:], **params)
+
+
+def _no_tangent(p, t, out, **params):     # comparisons (bool) and stop_gradient: the tangent is zero
+    return None
+
+
 def _like_rule(g, ref, **params):
     return Aval(ref.shape, ref.dtype if ref.dtype.kind == 'f' else g.dtype)
 
@@ -155,26 +191,32 @@ def _lower_reshape_like(b, x, ref):
 
 sum_to_like = prim('sum_to_like', _sum_to_like_impl, _like_rule,
                    lambda n, g, out, x, ref: (broadcast_like(g, x), None), lower=_lower_sum_to_like,
+                   jvp=lambda p, t, out, **k: _lin(sum_to_like, p, t, k),
                    doc='sum x down to the shape of ref (undoes broadcasting); VJP of broadcasting')
 broadcast_like = prim('broadcast_like', _broadcast_like_impl, _broadcast_like_rule,
                       lambda n, g, out, x, ref, axes=(): (
                           sum_to_like(sum_(g, axis=axes) if axes else g, x), None), lower=_lower_broadcast_like,
+                      jvp=lambda p, t, out, **k: _lin(broadcast_like, p, t, k),
                       doc='broadcast x (with the reduced `axes` re-inserted) to the shape of ref')
 reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _shape_rule_reshape_like,
                     lambda n, g, out, x, ref: (reshape_like(g, x), None), lower=_lower_reshape_like,
+                    jvp=lambda p, t, out, **k: _lin(reshape_like, p, t, k),
                     doc='reshape x to the shape of ref; VJP of reshape')
 
 
 # ------------------------------------------------- elementwise arithmetic
 add = ew('add', np.add, lambda n, g, out, x, y: (        # x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
     _unbroadcast(g, x) if n[0] else None,
-    _unbroadcast(g, y) if n[1] else None), unit=-0.0)
+    _unbroadcast(g, y) if n[1] else None), unit=-0.0, jvp=lambda p, t, out: _tsum(out, *t))
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, y), x) if n[0] else None,
-    _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0)
+    _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0,
+    jvp=lambda p, t, out: _tsum(out, _scale(t[0], p[1]), _scale(t[1], p[0])))
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
-    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True)   # PyTorch's -g * (x/y) / y
+    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True,   # PyTorch's -g * (x/y) / y
+    jvp=lambda p, t, out: _tsum(out, None if t[0] is None else div(t[0], p[1]),
+                                None if t[1] is None else neg(mul(t[1], div(out, p[1])))))
 
 
 def _pow_vjp(n, g, out, x, y):
@@ -202,13 +244,39 @@ def _maximum_vjp(n, g, out, x, y):
             _unbroadcast(where(greater(x, y), 0, half), y) if n[1] else None)
 
 
-pow_ = ew('pow', np.power, _pow_vjp)
-maximum = ew('maximum', np.maximum, _maximum_vjp)
-exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True)
-log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
-sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),))
-cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),))
-tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),), saves_out=True)
+def _pow_jvp(p, t, out):
+    """The VJP's masks: no d/dx where y == 0, no d/dy where x == 0 and y >= 0."""
+    (x, y), (tx, ty) = p, t
+    dx = dy = None
+    if tx is not None and type(y) in (int, float):
+        dx = None if y == 0 else mul(tx, mul(pow_(x, y - 1), y))
+    elif tx is not None:
+        y0 = equal(y, 0)
+        dx = mul(tx, where(y0, 0, mul(y, pow_(x, add(where(y0, 1, y), -1)))))
+    if ty is not None:
+        x0 = mul(equal(x, 0), greater_equal(y, 0))
+        dy = mul(ty, where(x0, 0, mul(out, log(where(x0, 1, x)))))
+    return _tsum(out, dx, dy)
+
+
+def _maximum_jvp(p, t, out):
+    """Ties take half of each tangent, a nan both (the VJP's split, transposed)."""
+    (x, y), (tx, ty) = p, t
+    half = where(equal(x, y), 0.5, 1.0)
+    return _tsum(out, None if tx is None else mul(tx, where(less(x, y), 0, half)),
+                 None if ty is None else mul(ty, where(greater(x, y), 0, half)))
+
+
+pow_ = ew('pow', np.power, _pow_vjp, jvp=_pow_jvp)
+maximum = ew('maximum', np.maximum, _maximum_vjp, jvp=_maximum_jvp)
+exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True,
+         jvp=lambda p, t, out: _scale(t[0], out))
+log = ew('log', np.log, lambda n, g, out, x: (div(g, x),), jvp=lambda p, t, out: div(t[0], p[0]))
+sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),), jvp=lambda p, t, out: _scale(t[0], cos(p[0])))
+cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),),
+         jvp=lambda p, t, out: _scale(t[0], neg(sin(p[0]))))
+tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),), saves_out=True,
+          jvp=lambda p, t, out: _scale(t[0], add(1, neg(mul(out, out)))))
 
 
 def _where_rule(c, x, y):
@@ -236,7 +304,9 @@ def _emit_where(a, out, params, ctx):
 where = prim('where', _where_impl, _where_rule, lambda n, g, out, c, x, y: (
     None,
     _unbroadcast(where(c, g, 0), x) if n[1] else None,
-    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True, emit=_emit_where)
+    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True, emit=_emit_where,
+    jvp=lambda p, t, out: _tsum(out, None if t[1] is None else where(p[0], t[1], 0),
+                                None if t[2] is None else where(p[0], 0, t[2])))
 
 
 def _cmp_rule(*avals, _op):
@@ -244,7 +314,8 @@ def _cmp_rule(*avals, _op):
 
 
 def cmp(name, impl):   # comparisons: bool results, not differentiable
-    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__)
+    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__,
+                jvp=_no_tangent)
 
 
 less, equal = cmp('less', np.less), cmp('equal', np.equal)
@@ -278,6 +349,7 @@ def _cast_rule(x, dtype):
 
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
             lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True,
+            jvp=lambda p, t, out, dtype: _lin(cast, p, t, {'dtype': dtype}),
             emit=_emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})"))
 
 
@@ -327,7 +399,8 @@ def _emit_reduce(ufunc):
 sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
             functools.partial(_reduce_rule, _op='sum'),
             lambda n, g, out, x, axis=None, keepdims=False: (
-                broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),), emit=_emit_reduce('add'))
+                broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),), emit=_emit_reduce('add'),
+            jvp=lambda p, t, out, **k: _lin(sum_, p, t, k))
 
 
 def _max_impl(x, axis=None, keepdims=False, initial=None):
@@ -345,8 +418,19 @@ def _max_vjp(n, g, out, x, axis=None, keepdims=False, initial=None):
     return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
 
 
+def _max_jvp(p, t, out, axis=None, keepdims=False, initial=None):
+    """The mean of the tangents at the maxima (ties share; a nan max takes the nans'): the VJP transposed."""
+    x, tx = p[0], t[0]
+    if tx is None:
+        return None
+    mask = cast(add(equal(x, broadcast_like(out, x, axes=_kept_axes(x, axis, keepdims))), not_equal(x, x)),
+                dtype=aval_of(tx).dtype)
+    count = maximum(sum_(mask, axis=axis, keepdims=keepdims), 1)     # 0 where `initial` won: no 0 / 0
+    return div(sum_(mul(tx, mask), axis=axis, keepdims=keepdims), count)
+
+
 max_ = prim('max', _max_impl, functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True,
-            emit=_emit_reduce('maximum'))
+            emit=_emit_reduce('maximum'), jvp=_max_jvp)
 
 
 # ------------------------------------------------- shape ops
@@ -366,6 +450,7 @@ def _reshape_rule(x, shape):
 
 reshape = prim('reshape', lambda x, shape: np.reshape(x, shape), _reshape_rule,
                lambda n, g, out, x, shape: (reshape_like(g, x),), view=True, emit=_emit_view('reshape'),
+               jvp=lambda p, t, out, **k: _lin(reshape, p, t, k),
                compose=lambda inner, outer, ndim: outer,
                lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
 
@@ -393,7 +478,8 @@ def _compose_transpose(inner, outer, ndim):
 
 
 transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp,
-                 view=True, emit=_emit_view('transpose'), compose=_compose_transpose)
+                 view=True, emit=_emit_view('transpose'), compose=_compose_transpose,
+                 jvp=lambda p, t, out, **k: _lin(transpose, p, t, k))
 
 
 def _broadcast_to_rule(x, shape):
@@ -407,6 +493,7 @@ def _broadcast_to_rule(x, shape):
 
 broadcast_to = prim('broadcast_to', lambda x, shape: np.broadcast_to(x, shape), _broadcast_to_rule,
                     lambda n, g, out, x, shape: (sum_to_like(g, x),), view=True, emit=_emit_view('broadcast_to'),
+                    jvp=lambda p, t, out, **k: _lin(broadcast_to, p, t, k),
                     lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
 
 
@@ -502,11 +589,13 @@ def _scatter_add_impl(g, ref, idx):
 
 getitem = prim('getitem', lambda x, idx: x[idx], _getitem_rule,
                lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),),
+               jvp=lambda p, t, out, **k: _lin(getitem, p, t, k),
                view=lambda params: not _has_array(params['idx']),     # basic indexing gives a view
                emit=_emit_into(lambda a, p, ctx: f"{a[0]}[{ctx.lit(p['idx'])}]"))
 scatter_add = prim('scatter_add', _scatter_add_impl,
                    lambda g, ref, idx: Aval(ref.shape, g.dtype),
                    lambda n, g, out, x, ref, idx: (getitem(g, idx=idx), None),
+                   jvp=lambda p, t, out, **k: _lin(scatter_add, p, t, k),
                    doc='zeros shaped like ref with x added at ref[idx]: the VJP of getitem')
 
 
@@ -574,6 +663,8 @@ def _lower_matmul(b, x, y):
 
 
 matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp, lower=_lower_matmul,
+              jvp=lambda p, t, out: _tsum(out, None if t[0] is None else matmul(t[0], p[1]),
+                                          None if t[1] is None else matmul(p[0], t[1])),
               emit=lambda a, out, params, ctx: _call(ctx.fn('matmul'), *a, out=out))
 
 
@@ -614,11 +705,22 @@ def _concat_vjp(n, g, out, *xs, axis=0):
     return tuple(grads)
 
 
+def _concat_jvp(p, t, out, axis=0):
+    """Zeros in out's dtype stand in for the inputs without a tangent."""
+    if all(ti is None for ti in t):
+        return None
+    dt = aval_of(out).dtype
+    parts = [broadcast_like(np.zeros((), dt), x) if ti is None else
+             ti if aval_of(ti).dtype == dt else cast(ti, dtype=dt) for x, ti in zip(p, t)]
+    return concatenate(*parts, axis=axis)
+
+
 concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp,
+                   jvp=_concat_jvp,
                    emit=lambda a, out, params, ctx: _call(ctx.fn('concatenate'), f'({", ".join(a)},)',
                                                           ctx.lit(params.get('axis', 0)), out=out))
 
 
-stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True,
+stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True, jvp=_no_tangent,
                      emit=lambda a, out, params, ctx: a[0], lower=lambda b, x: x,
                      doc='identity whose gradient is zero (x.detach() inside a graph)')

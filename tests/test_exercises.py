@@ -188,6 +188,8 @@ WRONG = {
                "    self.cache[sig] = mg.trace(self.fn, *arrays)\n    self.trace_count += 1\n"
                "return self.cache[sig](*arrays)", "dtype is part of the signature"),
               ("self.trace_count += 1\nreturn mg.trace(self.fn, *arrays)(*arrays)", "signature is new")],
+        "6": [("return [1, 1, 1, 2, 3, 3]", "branch outcome is guarded"),
+              ("return [1, 1, 2, 3, 3, 3]", "value of a Python scalar is guarded")],
     },
     "07_training_exercises": {
         "1": [("d = pred - target\nreturn (d * d).mean()", "do not average"),
@@ -230,6 +232,14 @@ WRONG = {
         "5": [("saving = eager_s - compiled_s\nif saving <= 0:\n    return float('inf')\nreturn compile_s / saving",
                "math.ceil"),
               ("return math.ceil(compile_s / (eager_s - compiled_s))", "float('inf')")],
+    },
+    "09_higher_order_exercises": {
+        "9.1": [("return 3.0 * x * x", "times the tangent of x"),
+                ("return dx * 3.0 * x", "3 * x**2")],
+        "9.2": [("y, _ = mg.jvp(f, (x,), (v,))\nreturn y.item()", "the second thing it returns")],
+        "9.3": [("return np.stack([mg.jvp(f, (x,), (e,))[1].numpy() for e in np.eye(len(x))])", "axis=1")],
+        "9.4": [({0: "return 'jacfwd' if n_inputs > n_outputs else 'jacrev'"}, "one pass per output"),
+                ({1: "jf = mg.jacfwd(f)\njf(x)\nreturn jf.passes, jf.passes"}, "one pass per output")],
     },
 }
 

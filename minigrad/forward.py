@@ -1,0 +1,232 @@
+"""Forward mode: dual numbers riding the same op table, and Jacobians both ways.
+
+A `Dual` carries a primal value and its tangent (a directional derivative). `core.apply`
+hands any op with a Dual argument to `dual_apply`, which runs the op on the primals and the
+primitive's ``jvp`` rule (ops.py) on the tangents, so a whole function is pushed forward in
+one pass. Nested `jvp` calls get distinct levels, so a derivative of a derivative does not
+mix up its perturbations.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import core
+from .core import aval_of, describe, fmt_shape
+from .errors import ForwardError, ShapeError
+from .functional import OpsMixin, reshape, stack
+
+
+class Dual(OpsMixin):
+    """A value (``primal``) with its tangent, at a nesting ``level`` of `jvp`."""
+    __slots__ = ('primal', 'tangent', 'level')
+    __array_ufunc__ = None          # ndarray + Dual -> Dual.__radd__
+    __hash__ = object.__hash__
+
+    def __init__(self, primal, tangent, level):
+        self.primal, self.tangent, self.level = primal, tangent, level
+
+    shape = property(lambda self: aval_of(self.primal).shape)
+    dtype = property(lambda self: aval_of(self.primal).dtype)
+    ndim = property(lambda self: len(aval_of(self.primal).shape))
+
+    def __bool__(self):
+        return bool(self.primal)
+
+    def __repr__(self):
+        return f'Dual(primal={self.primal!r}, tangent={self.tangent!r})'
+
+
+class _Levels(threading.local):
+    depth = 0
+
+
+_levels = _Levels()
+
+
+def dual_apply(prim, args, params):
+    """Run prim on the primals of the innermost level and its JVP rule on their tangents."""
+    level = max(a.level for a in args if type(a) is Dual)
+    primals, tangents = [], []
+    for a in args:                  # Duals of outer levels are plain values at this level
+        inner = type(a) is Dual and a.level == level
+        primals.append(a.primal if inner else a)
+        tangents.append(a.tangent if inner else None)
+    out = prim(*primals, **params)
+    if aval_of(out).dtype.kind != 'f':
+        return out                  # bool / integer results have no tangent
+    if prim.jvp is not None:
+        t = prim.jvp(tuple(primals), tuple(tangents), out, **params)
+    else:
+        t = _jvp_from_vjp(prim, primals, tangents, out, params)
+    return out if t is None else Dual(out, t, level)
+
+
+def _jvp_from_vjp(prim, primals, tangents, out, params):
+    """J v for a primitive with only a VJP: the gradient in u of <J^T u, v> (the VJP is linear in u,
+    so the tape transposes it). Eager values only; the tangent is not differentiable further."""
+    from .tensor import Tensor, enable_grad
+    if prim.vjp is None:
+        raise ForwardError(f"jvp: primitive '{prim.name}' has neither a jvp nor a vjp rule, so forward mode "
+                           f"cannot differentiate it; give its record jvp=... (or stop_gradient its input)")
+    if any(isinstance(v, core.hooks.symbol_type) for v in (*primals, *tangents)):
+        raise ForwardError(f"jvp: primitive '{prim.name}' has no jvp rule; deriving one from its vjp "
+                           f"needs values, not Symbols: give its record jvp=...")
+    data = lambda v: v.data if isinstance(v, Tensor) else v     # detached: the user's graph stays untouched
+    u = Tensor._make(np.zeros(aval_of(out).shape, aval_of(out).dtype), requires_grad=True)
+    with enable_grad():
+        cts = prim.vjp(tuple(t is not None for t in tangents), u, data(out), *map(data, primals), **params)
+        terms = [(g * data(t)).sum() for g, t in zip(cts, tangents) if g is not None and t is not None]
+    total = sum(terms[1:], terms[0]) if terms else None
+    if total is None or not total.requires_grad:
+        return None
+    total.backward()
+    return u.grad
+
+
+def jvp(fn, primals, tangents):
+    """Forward mode: ``fn(*primals)`` and its derivative along ``tangents`` (as jax.jvp).
+
+    Plain data becomes Tensors; the outputs (a value or a tuple) and their tangents are Tensors.
+
+    >>> import minigrad as mg
+    >>> y, dy = mg.jvp(lambda x: x * x, (mg.tensor([3.0]),), (mg.tensor([1.0]),))
+    >>> y.tolist(), dy.tolist()
+    ([9.0], [6.0])
+    """
+    if not callable(fn):
+        raise ForwardError(f'jvp: fn must be a function, got {type(fn).__name__}')
+    primals, tangents = _inputs(primals, tangents)
+    _levels.depth += 1
+    level = _levels.depth
+    try:
+        out = fn(*[Dual(p, t, level) for p, t in zip(primals, tangents)])
+    finally:
+        _levels.depth -= 1
+    if isinstance(out, (tuple, list)):
+        pairs = [_split(o, level) for o in out]
+        return type(out)(p for p, _ in pairs), type(out)(t for _, t in pairs)
+    return _split(out, level)
+
+
+def _inputs(primals, tangents):
+    """Check primals and tangents (tuples of equal length, same shapes, floating) and make Tensors."""
+    from .tensor import tensor
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise ForwardError(f'jvp: primals and tangents must be tuples, one entry per argument of fn, e.g. '
+                           f'mg.jvp(f, (x,), (v,)); got {type(primals).__name__} and {type(tangents).__name__}')
+    if len(primals) != len(tangents):
+        raise ForwardError(f'jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal')
+    ps, ts = [], []
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        p = p if isinstance(p, (core.hooks.tensor_type, Dual)) else tensor(p)
+        if aval_of(p).dtype.kind != 'f':
+            raise ForwardError(f'jvp: primal {i} is {describe(p)}; only floating inputs have tangents '
+                               f'(convert it with .astype(mg.float32))')
+        t = t if isinstance(t, (core.hooks.tensor_type, Dual)) else tensor(t, dtype=aval_of(p).dtype)
+        if aval_of(t).shape != aval_of(p).shape:
+            raise ShapeError(f'jvp: tangent {i} has shape {fmt_shape(aval_of(t).shape)} but primal {i} has shape '
+                             f'{fmt_shape(aval_of(p).shape)}; a tangent must have its primal\'s shape')
+        ps.append(p)
+        ts.append(t)
+    return ps, ts
+
+
+def _split(out, level):
+    """(primal, tangent) of one output of fn; an output that does not depend on the inputs has tangent 0."""
+    from .tensor import tensor, Tensor
+    if type(out) is Dual and out.level == level:
+        return out.primal, out.tangent
+    if isinstance(out, core.hooks.symbol_type):
+        raise ForwardError('jvp: fn returned a Symbol; forward mode works on values (Tensors or arrays)')
+    out = out if isinstance(out, (Tensor, Dual)) else tensor(out)
+    av = aval_of(out)
+    return out, tensor(np.zeros(av.shape, av.dtype if av.dtype.kind == 'f' else core.DEFAULT_FLOAT))
+
+
+def jacfwd(fn):
+    """The Jacobian of ``fn`` (one array in, one array out) by forward mode: one `jvp` per input
+    element, so it is cheap for few inputs. The result has shape out.shape + x.shape; the returned
+    function's ``.passes`` counts the jvp passes of its last call.
+
+    >>> import minigrad as mg
+    >>> J = mg.jacfwd(lambda x: x * x)
+    >>> J(mg.tensor([1.0, 2.0])).tolist(), J.passes
+    ([[2.0, 0.0], [0.0, 4.0]], 2)
+    """
+    def jac(x):
+        x = _one_input(x, 'jacfwd')
+        n, shape = int(np.prod(aval_of(x).shape)), aval_of(x).shape
+        eye = np.eye(n, dtype=aval_of(x).dtype)
+        cols = [jvp(fn, (x,), (eye[i].reshape(shape),))[1] for i in range(n)]
+        jac.passes = n
+        if not cols:                # no inputs: one plain call gives the output's shape
+            out = _one_output(fn(x), 'jacfwd')
+            return _zeros(aval_of(out).shape + shape, aval_of(x).dtype)
+        out_shape = aval_of(_one_output(cols[0], 'jacfwd')).shape
+        return reshape(stack(cols, axis=-1), out_shape + shape)
+    jac.passes = 0
+    return jac
+
+
+def jacrev(fn):
+    """The Jacobian of ``fn`` (one array in, one array out) by reverse mode: one backward through the
+    tape per output element, so it is cheap for few outputs. Shape out.shape + x.shape; the returned
+    function's ``.passes`` counts the backward passes of its last call.
+
+    >>> import minigrad as mg
+    >>> J = mg.jacrev(lambda x: (x * x).sum(keepdims=True))
+    >>> J(mg.tensor([1.0, 2.0])).tolist(), J.passes
+    ([[2.0, 4.0]], 1)
+    """
+    def jac(x):
+        from .tensor import Tensor
+        x = _one_input(x, 'jacrev')
+        if type(x) is Dual:
+            raise ForwardError('jacrev: the input is a Dual (jacrev inside mg.jvp); use jacfwd there')
+        leaf = Tensor._make(np.array(x.data), requires_grad=True)      # a fresh leaf: x's own graph is untouched
+        out = _one_output(fn(leaf), 'jacrev')
+        m = out.data.size
+        rows = []
+        for i in range(m):
+            leaf.grad = None
+            if out.requires_grad:
+                out.backward(gradient=np.eye(1, m, i, out.dtype).reshape(out.shape), retain_graph=i < m - 1)
+            rows.append(np.zeros(x.shape, x.dtype) if leaf.grad is None else leaf.grad.data)
+        jac.passes = m
+        return _zeros(out.shape + x.shape, x.dtype) if not rows else Tensor._make(
+            np.stack(rows).reshape(out.shape + x.shape))
+    jac.passes = 0
+    return jac
+
+
+def _zeros(shape, dtype):
+    from .tensor import tensor
+    return tensor(np.zeros(shape, dtype))
+
+
+def _one_input(x, who):
+    from .tensor import tensor, Tensor
+    if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
+        raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
+                           f'of {len(x)}: concatenate them, or close over the others')
+    x = x if isinstance(x, (Tensor, Dual)) else tensor(x)
+    if aval_of(x).dtype.kind != 'f':
+        raise ForwardError(f'{who}: the input is {describe(x)}; only floating inputs can be differentiated '
+                           f'(convert it with .astype(mg.float32))')
+    return x
+
+
+def _one_output(out, who):
+    from .tensor import Tensor
+    if not isinstance(out, (Tensor, Dual)):
+        raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
+                           f'{type(out).__name__}')
+    if aval_of(out).dtype.kind != 'f':
+        raise ForwardError(f'{who}: fn returned {describe(out)}; only floating outputs have derivatives')
+    return out
+
+
+core.hooks.dual_type = Dual
+core.hooks.dual_apply = dual_apply
