@@ -50,7 +50,8 @@ CORRECTIONS = [
     ("08", "beats the tape by a large factor", "can be slower than the tape"),
     ("09", "the VJP rules of lesson 02", "the VJP rules of lesson 03"),
     ("09", "jumps to the minimum of the local quadratic model", "stationary point"),
-    ("10", "saved and re-targeted", "minigrad does not save or export graphs yet"),
+    ("10", "saved and re-targeted", "minigrad exports graphs with `mg.export_onnx`"),
+    ("10", "minigrad does not save or export graphs yet", "lesson 11"),
     ("10", "from lessons 06 and 07", "from lessons 02, 06 and 07"),
 ]
 

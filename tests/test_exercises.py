@@ -241,6 +241,13 @@ WRONG = {
         "9.4": [({0: "return 'jacfwd' if n_inputs > n_outputs else 'jacrev'"}, "one pass per output"),
                 ({1: "jf = mg.jacfwd(f)\njf(x)\nreturn jf.passes, jf.passes"}, "one pass per output")],
     },
+    "11_deployment_exercises": {
+        "11.1": [("buf = io.BytesIO()\nmg.export_onnx(y, buf, inputs=[x])\nreturn buf", "buf.getvalue()")],
+        "11.2": [("return [t.name for t in model.graph.initializer]", "initializer names")],
+        "11.3": [("return b.op('Exp', xs, name=node.outputs[0].name)", "Tanh")],
+        "11.4": [("m = mg.export_onnx(net, io.BytesIO(), example_inputs=[xv])\n"
+                  "return sum(n.op_type == 'MatMul' for n in m.graph.node)", "depth=depth")],
+    },
 }
 
 
