@@ -18,7 +18,7 @@ import minigrad as mg
 
 try:
     import torch
-except Exception:          # optional comparison
+except ImportError:        # optional comparison
     torch = None
 
 

@@ -102,7 +102,7 @@ class Task:
         else:
             try:
                 ok = bool(got == expected)
-            except Exception:
+            except (ValueError, TypeError):       # not comparable (e.g. an array against a number): not right
                 ok = False
         self.check(ok, f'{what} is not right', expected, got, hint, show_values=True)
 

@@ -268,11 +268,11 @@ def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
         prim.shape_rule(*[aval_of(a) for a in args], **params)
     except MinigradError as e:
         return e
-    except Exception:
-        pass
+    except (ValueError, IndexError, TypeError) as e:      # the rule cannot judge these inputs either: say both
+        exc = f'{type(exc).__name__}: {exc} (and its shape rule: {type(e).__name__}: {e})'
     what = ', '.join(describe(a) for a in args)
     return ShapeError(f'{prim.name}: numpy could not compute it for {what} '
-                      f'(params {params}): {type(exc).__name__}: {exc}')
+                      f'(params {params}): {exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}')
 
 
 def normalize_axes(axis, ndim: int | None, op: str) -> tuple | None:
