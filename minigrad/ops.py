@@ -207,14 +207,16 @@ reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)),
 # ------------------------------------------------- elementwise arithmetic
 add = ew('add', np.add, lambda n, g, out, x, y: (        # x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
     _unbroadcast(g, x) if n[0] else None,
-    _unbroadcast(g, y) if n[1] else None), unit=-0.0, jvp=lambda p, t, out: _tsum(out, *t))
+    _unbroadcast(g, y) if n[1] else None), unit=-0.0, jvp=lambda p, t, out: _tsum(out, *t),
+    kernel=lambda a, params, ctx: f'{a[0]} + {a[1]}')
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, y), x) if n[0] else None,
-    _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0,
+    _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0, kernel=lambda a, params, ctx: f'{a[0]} * {a[1]}',
     jvp=lambda p, t, out: _tsum(out, _scale(t[0], p[1]), _scale(t[1], p[0])))
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
     _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True,   # PyTorch's -g * (x/y) / y
+    kernel=lambda a, params, ctx: f'{a[0]} / {a[1]}',         # x/0 is inf/nan: kernels use error_model='numpy'
     jvp=lambda p, t, out: _tsum(out, None if t[0] is None else div(t[0], p[1]),
                                 None if t[1] is None else neg(mul(t[1], div(out, p[1])))))
 
@@ -267,8 +269,9 @@ def _maximum_jvp(p, t, out):
                  None if ty is None else mul(ty, where(greater(x, y), 0, half)))
 
 
-pow_ = ew('pow', np.power, _pow_vjp, jvp=_pow_jvp)
-maximum = ew('maximum', np.maximum, _maximum_vjp, jvp=_maximum_jvp)
+pow_ = ew('pow', np.power, _pow_vjp, jvp=_pow_jvp, kernel=lambda a, params, ctx: f'{a[0]} ** {a[1]}')
+maximum = ew('maximum', np.maximum, _maximum_vjp, jvp=_maximum_jvp,      # as numpy: nan wins, a tie gives y
+             kernel=lambda a, params, ctx: f'{a[0]} if {a[0]} > {a[1]} or {a[0]} != {a[0]} else {a[1]}')
 exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True,
          jvp=lambda p, t, out: _scale(t[0], out))
 log = ew('log', np.log, lambda n, g, out, x: (div(g, x),), jvp=lambda p, t, out: div(t[0], p[0]))
@@ -306,19 +309,19 @@ where = prim('where', _where_impl, _where_rule, lambda n, g, out, c, x, y: (
     _unbroadcast(where(c, g, 0), x) if n[1] else None,
     _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True, emit=_emit_where,
     jvp=lambda p, t, out: _tsum(out, None if t[1] is None else where(p[0], t[1], 0),
-                                None if t[2] is None else where(p[0], 0, t[2])))
+                                None if t[2] is None else where(p[0], 0, t[2])), kernel=lambda a, params, ctx: f'{a[1]} if {a[0]} else {a[2]}')
 
 
 def _cmp_rule(*avals, _op):
     return Aval(broadcast_shapes(_op, *[a.shape for a in avals]), bool_)
 
 
-def cmp(name, impl):   # comparisons: bool results, not differentiable
+def cmp(name, impl, symbol):   # comparisons: bool results, not differentiable
     return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__,
-                jvp=_no_tangent)
+                jvp=_no_tangent, kernel=lambda a, params, ctx: f'{a[0]} {symbol} {a[1]}')
 
 
-less, equal = cmp('less', np.less), cmp('equal', np.equal)
+less, equal = cmp('less', np.less, '<'), cmp('equal', np.equal, '==')
 
 
 # ------------------------------------------------- composites the rules use (no records of their own)
@@ -350,7 +353,8 @@ def _cast_rule(x, dtype):
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
             lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True,
             jvp=lambda p, t, out, dtype: _lin(cast, p, t, {'dtype': dtype}),
-            emit=_emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})"))
+            emit=_emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})"),
+            kernel=lambda a, params, ctx: a[0])      # the kernel converts every value to its op's dtype
 
 
 # ------------------------------------------------- reductions
@@ -722,5 +726,5 @@ concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=ax
 
 
 stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True, jvp=_no_tangent,
-                     emit=lambda a, out, params, ctx: a[0], lower=lambda b, x: x,
+                     emit=lambda a, out, params, ctx: a[0], lower=lambda b, x: x, kernel=lambda a, params, ctx: a[0],
                      doc='identity whose gradient is zero (x.detach() inside a graph)')

@@ -70,9 +70,9 @@ except ImportError:             # the minigrad-internal comparisons still run
 
 pytestmark = pytest.mark.filterwarnings('ignore::RuntimeWarning')     # inf/nan inputs on purpose
 
-# Compiler backends the net runs `mg.compile` with: None = mg.compile's default.
-# Later: BACKENDS = [None, 'numpy', 'numba'] (passed as mg.compile(..., backend=b)).
-BACKENDS = [None]
+# Compiler backends the net runs with: passed to mg.compile, and the default (MINIGRAD_BACKEND)
+# for Session, mg.trace and mg.jit in the same test.
+BACKENDS = ['numpy', 'numba'] if mg.compiler.kernels.available() else ['numpy']
 
 # MINIGRAD_NET_SCALE=10 runs ten times as many programs (a nightly run); 0.1 a quick look.
 SCALE = float(os.environ.get('MINIGRAD_NET_SCALE', '1'))
@@ -93,8 +93,9 @@ inf, nan = math.inf, math.nan
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda b: f'backend={b}')
-def backend(request):
+def backend(request, monkeypatch):
     """The compile backend under test (a fixture so a conftest can override it)."""
+    monkeypatch.setenv('MINIGRAD_BACKEND', request.param)
     return request.param
 
 

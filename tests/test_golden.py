@@ -14,13 +14,13 @@ import minigrad as mg
 GOLDEN = Path(__file__).parent / 'golden'
 
 
-def seed():
+def seed(backend='numpy'):
     """y = w*x + b (the course's seed example), shape (3,)."""
     g = mg.Graph()
     with g.as_default():
         w, x, b = (mg.placeholder(mg.float32, (3,), name=n) for n in 'wxb')
         y = w * x + b
-    return g, mg.compile(y, [w, x, b])
+    return g, mg.compile(y, [w, x, b], backend=backend)
 
 
 def counter_loop():
@@ -43,13 +43,13 @@ def lesson05_chain():
     return g, mg.compile(z, [x])
 
 
-def relu_chain():
+def relu_chain(backend='numpy'):
     """relu(a*b + c) * d - e: fma, relu and sub in one fused kernel."""
     g = mg.Graph()
     with g.as_default():
         a, b, c, d, e = (mg.placeholder(mg.float32, (8,), name=n) for n in 'abcde')
         y = mg.relu(a * b + c) * d - e
-    return g, mg.compile(y, [a, b, c, d, e])
+    return g, mg.compile(y, [a, b, c, d, e], backend=backend)
 
 
 CASES = {'seed': seed, 'counter_loop': counter_loop, 'lesson05_chain': lesson05_chain, 'relu_chain': relu_chain}
@@ -69,6 +69,15 @@ def test_golden_graphs_and_source(case):
     _check(f'{case}.graph.txt', str(g) + '\n')
     _check(f'{case}.compiled.txt', str(prog.graph) + '\n')
     _check(f'{case}.source.py', prog.source)
+
+
+@pytest.mark.skipif(not mg.compiler.kernels.available(), reason='numba is not installed')
+@pytest.mark.parametrize('case', ['seed', 'relu_chain'])
+def test_golden_numba_source(case):
+    """The numba backend: the driver calls one loop kernel, whose source follows it."""
+    _, prog = CASES[case]('numba')
+    assert prog.stats['kernels'] == 1
+    _check(f'{case}.numba.py', prog.source)
 
 
 def test_golden_programs_compute_the_right_numbers():

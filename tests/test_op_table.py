@@ -23,7 +23,7 @@ def test_the_primitives_are_the_documented_ones():
     assert kinds == {'primitive', 'node', 'compiler'}
     assert {n for n, p in OPS.items() if p.kind == 'node'} >= {'placeholder', 'constant', 'variable', 'assign',
                                                                'group', 'cond', 'while', 'while_grad'}
-    assert {n for n, p in OPS.items() if p.kind == 'compiler'} == {'fma', 'sub', 'relu', 'fused'}
+    assert {n for n, p in OPS.items() if p.kind == 'compiler'} == {'fma', 'sub', 'relu', 'fused', 'kernel'}
 
 
 def _square_vjp(needs, g, out, x):
@@ -31,7 +31,8 @@ def _square_vjp(needs, g, out, x):
 
 
 SQUARE = register_primitive('square_test', np.square, elementwise_rule, _square_vjp, elementwise=True,
-                            ufunc='square', doc='x * x, registered by a test')
+                            ufunc='square', doc='x * x, registered by a test',
+                            kernel=lambda a, params, ctx: f'{a[0]} * {a[0]}')
 
 
 def test_a_new_primitive_works_everywhere_from_one_record():
@@ -50,13 +51,14 @@ def test_a_new_primitive_works_everywhere_from_one_record():
     val, grad = mg.Session(g).run([z, gz], {p: v})
     np.testing.assert_allclose(val, (2 * v + 1) ** 2)
     np.testing.assert_allclose(grad, 4 * (2 * v + 1))
-    # compiled: inside a fused group, written as one ufunc call in the generated code
-    prog = mg.compile([z, gz], [p])
-    fused = [n for n in prog.graph.nodes if n.op == 'fused']
-    assert any(m.op == 'square_test' for f in fused for m in f.params['graph'].nodes)
-    assert 'np_square(' in prog.source
-    for got, want in zip(prog(v), (val, grad)):
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # compiled: inside a fused group, one ufunc call (numpy backend) or one line of a loop (numba)
+    for backend in mg.compiler.BACKENDS if mg.compiler.kernels.available() else ['numpy']:
+        prog = mg.compile([z, gz], [p], backend=backend)
+        fused = [n for n in prog.graph.nodes if n.op == 'fused']
+        assert any(m.op == 'square_test' for f in fused for m in f.params['graph'].nodes)
+        assert ('np_square(' if backend == 'numpy' else '= square_test') in prog.source
+        for got, want in zip(prog(v), (val, grad)):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
     # a drawing names it
     assert 'square_test' in mg.draw(z).source
 

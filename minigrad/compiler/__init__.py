@@ -22,12 +22,15 @@ given by itself or by a name registered with ``register_pass``:
 """
 from __future__ import annotations
 
+import os
+
 from ..core import Aval
 from ..errors import FeedError, GraphError
 from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, needed_nodes
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse
+from . import kernels
 from .memory import MemoryPlan
 from .ops import fma, fused
 from .pipeline import PASSES, DEFAULT_PASSES, register_pass, run_pipeline
@@ -94,13 +97,30 @@ def _variables(source: Graph, g: Graph) -> list:
     return list(found.values())
 
 
-def compile(outputs, inputs=(), passes=None, *, input_shapes=None) -> Program:
+def default_backend() -> str:
+    """``MINIGRAD_BACKEND`` when set, else 'numba' when numba imports, else 'numpy'."""
+    return os.environ.get('MINIGRAD_BACKEND') or ('numba' if kernels.available() else 'numpy')
+
+
+def _backend(backend) -> str:
+    backend = default_backend() if backend is None else backend
+    if backend not in BACKENDS:
+        raise GraphError(f'compile: unknown backend {backend!r}; use one of {", ".join(map(repr, BACKENDS))}')
+    if backend == 'numba' and not kernels.available():
+        raise GraphError("compile: backend='numba' needs numba (pip install numba); backend='numpy' runs "
+                         'without it')
+    return backend
+
+
+def compile(outputs, inputs=(), passes=None, *, input_shapes=None, backend=None) -> Program:
     """Compile the sub-graph computing `outputs` from the placeholders `inputs` (in call order).
 
     ``passes``: None (the default pipeline ``DEFAULT_PASSES``) or a list of pass functions
     or names. ``input_shapes``: concrete shapes to specialise for (None dims resolved).
-    Returns a `Program`: ``program(*arrays)`` gives numpy values (one array for a single
-    Symbol, else a list)."""
+    ``backend``: 'numba' (each fusion group one compiled loop kernel) or 'numpy' (one numpy
+    call per op); None = ``default_backend()``. Returns a `Program`: ``program(*arrays)``
+    gives numpy values (one array for a single Symbol, else a list)."""
+    backend = _backend(backend)
     single = isinstance(outputs, Symbol)
     outs = [outputs] if single else list(outputs)
     inputs = [inputs] if isinstance(inputs, Symbol) else list(inputs)
@@ -112,8 +132,10 @@ def compile(outputs, inputs=(), passes=None, *, input_shapes=None) -> Program:
     stats = {'nodes_before': len(g0.nodes), 'nodes_after': len(g.nodes), 'passes': counts,
              'fma': sum(n.prim is fma for n in nodes), 'fused': sum(n.prim is fused for n in nodes),
              'fused_kernels': sum(n.prim is fused or n.prim is fma for n in g.nodes), 'declined': declined}
-    return Program(g, history, inputs, outs, single, _variables(outs[0].graph, g), stats)
+    return Program(g, history, inputs, outs, single, _variables(outs[0].graph, g), stats, backend)
 
 
-__all__ = ['compile', 'Program', 'MemoryPlan', 'DEFAULT_PASSES', 'PASSES', 'register_pass', 'prune',
+BACKENDS = ('numba', 'numpy')
+
+__all__ = ['compile', 'default_backend', 'BACKENDS', 'Program', 'MemoryPlan', 'DEFAULT_PASSES', 'PASSES', 'register_pass', 'prune',
            'fold_constants', 'cse', 'simplify', 'specialize', 'fuse', 'rebuild', 'emit', 'copy_node']

@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from ..graph import ASSIGN
+from .ops import kernel_call
 
 
 def _safe(name) -> str:
@@ -32,6 +33,7 @@ class Codegen:
         self.consts, self.fns, self.dts, self.names = [], {}, {}, {}
         self.head, self.body = [], []
         self.out_dtype = self.in_dtypes = None      # the current step's dtypes, for emit rules
+        self.out_buffers = []                       # the current step's result buffers (a kernel's)
 
     # -- what emit rules use
     def fn(self, name: str) -> str:
@@ -62,6 +64,8 @@ class Codegen:
             chk = f'{n}.__class__ is not ndarray or {n}.dtype != {self.dtype(v.dtype)}'
             if v.known:
                 chk += f' or {n}.shape != {v.shape!r}'
+            if v.contig:                # a loop kernel reads it as a C-contiguous array
+                chk += f' or not {n}.flags.c_contiguous'
             self.body.append(f'if {chk}: {n} = conv({i}, {n})  # {_safe(v.name)}')
 
     def held(self, allv):
@@ -95,6 +99,9 @@ class Codegen:
             return self.assign(st, s, steps, args)
         out = self.out_buffer(st)
         self.out_dtype, self.in_dtypes = o.dtype, [i.dtype for i in st.ins]
+        self.out_buffers = [f'b{v.buf}' for v in st.outs if v.kind == 'temp' and v.buf is not None]
+        if prim is kernel_call:
+            args = [self.kernel_arg(a, v) for a, v in zip(args, st.ins)]
         if prim.emit is not None:
             line = prim.emit(args, out, st.params, self)
         elif prim.ufunc is not None:
@@ -108,6 +115,13 @@ class Codegen:
         else:
             lhs = ', '.join(self.name(x) for x in st.outs) + (',' if prim.multiple_results else '')
             self.body.append(f'{lhs} = {line}{comment}')
+
+    def kernel_arg(self, a, v):
+        """A kernel reads arrays: numpy's fresh results are nearly always C-contiguous (make sure),
+        and an op may give a numpy scalar (x[()]) where a kernel needs a 0-d array."""
+        if v.kind in ('alias', 'view') and not v.shape:
+            return f"{self.fn('asarray')}({a})"
+        return f"{self.fn('ascontiguousarray')}({a})" if v.kind == 'alias' else a
 
     def assign(self, st, s, steps, args):
         var, val = st.ins
@@ -125,6 +139,10 @@ class Codegen:
         """Every returned value gets its own name, written before the return: the caller owns it.
         Trap: a buffer handed to the caller is replaced by a fresh one, so a duplicate or alias of
         the same value must copy the handed array (r_k), never the buffer name rebound after it."""
+        copy = self.fn('copyto')
+        self.body.append('if O is not None:  # out=: write into the caller\'s arrays')
+        self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)]
+        self.body.append('    return O[0]' if single else '    return O')
         rets, handed = [], {}
         for k, v in enumerate(outputs):
             key = ('buf', v.buf) if v.kind == 'temp' and v.buf is not None else ('val', id(v))
@@ -146,7 +164,7 @@ class Codegen:
         lines += [f'    {a} = np.dtype({d!r})' for d, a in self.dts.items()]
         lines += ['    ' + h for h in self.head]
         lines += [f'    b{b} = B[{b}]' for b in bufs]
-        lines.append(f'    def run({", ".join([self.name(v) for v in ivals] + ["S"])}):')
+        lines.append(f'    def run({", ".join([self.name(v) for v in ivals] + ["S", "O"])}):')
         if rebound:
             lines.append(f'        nonlocal {", ".join(rebound)}')
         lines += ['        ' + b for b in self.body]

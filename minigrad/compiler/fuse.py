@@ -1,6 +1,10 @@
 """Pass: operator fusion. ``mul`` + ``add`` become one ``fma`` node; then groups of elementwise
 ops (a matmul may head a group: its bias add / ReLU epilogue) become one ``fused`` node
-holding its sub-graph in ``params['graph']``: one kernel, one pass over memory."""
+holding its sub-graph in ``params['graph']``: one loop kernel, one pass over memory.
+
+An op joins a group when its record has a loop-kernel rule (``kernel``), its result has the
+group's shape (the kernel's loop) and a float or bool dtype (numba's integer arithmetic
+widens differently from numpy's). What stayed out, and why, is in the graph's notes."""
 from __future__ import annotations
 
 from .. import ops as P
@@ -19,8 +23,18 @@ def _uses(graph: Graph) -> dict:
     return n
 
 
-def _fusable(node) -> bool:
-    return node.prim.kind != 'node' and (node.prim.elementwise or node.prim is P.matmul)
+def _fusable(node, notes) -> bool:
+    """Whether `node` may be in a group (as a member, or a matmul as its head); else why not, in notes."""
+    if node.prim.kind == 'node' or not (node.prim.elementwise or node.prim is P.matmul):
+        return False
+    o = node.outputs[0]
+    why = ('no loop-kernel rule (numpy runs it)' if node.prim.kernel is None and node.prim is not P.matmul else
+           'a shape unknown at compile time' if any(s.shape is None or None in s.shape
+                                                    for s in [o, *node.inputs]) else
+           f'{o.dtype} results (kernels compute float and bool values)' if o.dtype.kind not in 'fb' else None)
+    if why:
+        notes.setdefault(f'{node.prim.name}: {why}', node.prim.name)
+    return why is None
 
 
 def fuse(graph: Graph) -> Graph:
@@ -62,30 +76,34 @@ def _group(graph: Graph) -> Graph:
     avail: dict[int, int] = {}           # id(symbol) -> position from which it exists
     gid: dict[int, int] = {}             # id(node) -> group number
     first: list[int] = []                # group number -> position of its first node
+    notes: dict[str, str] = {}
     for k, node in enumerate(graph.nodes):
         mine = None
-        if _fusable(node):
+        if _fusable(node, notes):
             if node.prim.elementwise:    # a matmul heads a group (its epilogue follows it)
                 for i in node.inputs:
                     g = gid.get(id(i.node))
-                    if g is not None and all(gid.get(id(j.node)) == g or avail[id(j)] < first[g]
-                                             for j in node.inputs):
+                    if g is not None and i.shape == node.outputs[0].shape and all(
+                            gid.get(id(j.node)) == g or avail[id(j)] < first[g] for j in node.inputs):
                         mine = g
                         break
             if mine is None:
                 mine = len(first)
                 first.append(k)
             gid[id(node)] = mine
+        const = all(avail[id(i)] == -1 for i in node.inputs)     # made from constants alone: hoistable
         for o in node.outputs:
-            avail[id(o)] = -1 if not node.inputs else k if mine is None else first[mine]
+            avail[id(o)] = -1 if const and mine is None else k if mine is None else first[mine]
     members: dict[int, list] = {}
     for node in graph.nodes:
         if id(node) in gid:
             members.setdefault(gid[id(node)], []).append(node)
     groups = {g: m for g, m in members.items() if len(m) > 1}
-    if not groups and unchanged(graph):
+    if not groups and unchanged(graph) and not notes:
         return graph
-    return _emit_groups(graph, {id(n): g for g, m in groups.items() for n in m}, groups)
+    new = _emit_groups(graph, {id(n): g for g, m in groups.items() for n in m}, groups)
+    new.notes = list(notes)
+    return new
 
 
 def _emit_groups(graph, node_group, groups):
@@ -100,15 +118,17 @@ def _emit_groups(graph, node_group, groups):
 
     def copy(node):
         if id(node.outputs[0]) not in env:
+            for i in node.inputs:        # a group may use a value made from constants after its first node
+                copy(i.node)
             env.update(zip(map(id, node.outputs), copy_node(new, node, [env[id(i)] for i in node.inputs])))
     for node in graph.nodes:
         u = node_group.get(id(node))
         if u is None:
             copy(node)
         elif node is groups[u][0]:
-            for n in groups[u]:          # a group may use a constant made after its first node
+            for n in groups[u]:
                 for i in n.inputs:
-                    if not i.node.inputs:
+                    if id(i.node) not in node_group:
                         copy(i.node)
             results = [o for n in groups[u] for o in n.outputs if id(o) in outs_needed or users.get(id(o), set()) - {u}]
             env.update(zip(map(id, results), _fused_node(new, groups[u], results, env)))

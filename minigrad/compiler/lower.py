@@ -1,8 +1,10 @@
 """Lowering: flatten the optimised graph into a schedule of steps over values.
 
 Nodes that stand for a sub-graph (a ``fused`` group, an ``fma``: their record's
-``decompose``) are inlined, one step per primitive; so for ``y = w*x + b`` (one fma node)
-the schedule is ``y:mul = mul(w, x); y = add(y:mul, b)``. Each value gets a kind, read
+``decompose``) are inlined on the numpy backend, one step per primitive; so for
+``y = w*x + b`` (one fma node) the schedule is ``y:mul = mul(w, x); y = add(y:mul, b)``.
+On the numba backend each becomes one ``kernel`` step (kernels.py): ``y = kernel(w, x, b)``,
+and ``y:mul`` never exists (a matmul heading a group stays a BLAS call before its kernel). Each value gets a kind, read
 from its op's record: a planned buffer (``temp``: ufuncs and ops that write into ``out=``),
 a ``view`` of its input, Variable ``state``, or a fresh array numpy returns (``alias``).
 """
@@ -10,17 +12,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import Aval
 from ..errors import MinigradError
-from ..graph import PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN
+from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN
+from .kernels import build_kernel
+from .ops import kernel_call
+from .rewrite import copy_node
 
 
 class Value:
     """One array in the schedule. kind: input | const | state | temp | view | alias."""
-    __slots__ = ('name', 'shape', 'dtype', 'kind', 'ref', 'bases', 'buf', 'dbuf', 'first', 'last', 'const')
+    __slots__ = ('name', 'shape', 'dtype', 'kind', 'ref', 'bases', 'buf', 'dbuf', 'first', 'last', 'const', 'contig')
 
     def __init__(self, name, shape, dtype, kind, bases=()):
         self.name, self.shape, self.dtype, self.kind, self.bases = name, shape, np.dtype(dtype), kind, list(bases)
         self.ref, self.buf, self.dbuf, self.first, self.last, self.const = None, None, None, -1, -1, None
+        self.contig = False         # an input a kernel reads: made C-contiguous when it is fed
 
     @property
     def known(self):
@@ -32,11 +39,12 @@ class Value:
 
 
 class Step:
-    """``outs = prim(*ins, **params)``."""
-    __slots__ = ('prim', 'ins', 'outs', 'params')
+    """``outs = prim(*ins, **params)``; ``inplace``: a result may take a dying input's buffer."""
+    __slots__ = ('prim', 'ins', 'outs', 'params', 'inplace')
 
     def __init__(self, prim, ins, outs, params):
         self.prim, self.ins, self.outs, self.params = prim, ins, outs, params
+        self.inplace = bool(prim.ufunc) or prim is kernel_call
 
     @property
     def op(self):
@@ -52,8 +60,9 @@ def value_kind(prim, params) -> str:
 
 
 class _Flattener:
-    def __init__(self, inputs, variables):
-        self.vals, self.allv, self.steps, self.variables = {}, [], [], variables
+    def __init__(self, inputs, variables, backend):
+        self.vals, self.allv, self.steps, self.variables, self.backend = {}, [], [], variables, backend
+        self.kernels = []
         for s in inputs:
             self.vals[id(s)] = self.new(s, 'input')
 
@@ -75,7 +84,10 @@ class _Flattener:
             elif node.prim.decompose is not None:       # a compiler node: inline what it stands for
                 sub = node.prim.decompose(node)
                 self.vals.update({id(p): self.vals[id(i)] for p, i in zip(sub.inputs, node.inputs)})
-                self.walk(sub)
+                if self.backend == 'numba':
+                    self.kernel(sub)
+                else:
+                    self.walk(sub)
                 self.vals.update({id(o): self.vals[id(so)] for o, so in zip(outs, sub.outputs)})
             else:
                 ins = [self.vals[id(i)] for i in node.inputs]
@@ -85,8 +97,45 @@ class _Flattener:
                 self.steps.append(Step(node.prim, ins, res, node.params))
 
 
-def flatten(graph, inputs, variables):
-    """The schedule: (values by symbol id, all values, steps)."""
-    f = _Flattener(inputs, variables)
+    def kernel(self, sub):
+        """A group as one kernel step; ops without a kernel rule (a heading matmul, constants) run first."""
+        head = Graph('head', sub.parent)
+        head.nodes = [n for n in sub.nodes if n.prim is not PLACEHOLDER and n.prim.kernel is None]
+        self.walk(head)
+        inside = [n for n in sub.nodes if n.prim is not PLACEHOLDER and n.prim.kernel is not None]
+        made = {id(o) for n in inside for o in n.outputs}
+        g, env, ext = Graph('kernel'), {}, []
+        for n in inside:
+            for i in n.inputs:
+                if id(i) not in made and id(i) not in env:
+                    ext.append(self.kernel_input(self.vals[id(i)], len(n.outputs[0].shape)))
+                    env[id(i)] = g.add_node(PLACEHOLDER, [], {}, [Aval(ext[-1].shape, i.dtype)], name=i.name)[0]
+                    g.inputs.append(env[id(i)])
+            env.update(zip(map(id, n.outputs), copy_node(g, n, [env[id(i)] for i in n.inputs])))
+        results = [s for s in sub.outputs if id(s) in made]
+        g.outputs = [env[id(s)] for s in results]
+        k = build_kernel(g, ['A' if v.kind == 'view' and v.shape else 'C' for v in ext])
+        self.kernels.append(k)
+        res = [self.new(s, 'temp') for s in results]
+        self.vals.update(zip(map(id, results), res))
+        self.steps.append(Step(kernel_call, ext, res, {'kernel': k, 'graph': g}))
+
+    def kernel_input(self, v, ndim):
+        """`v` as a kernel reads it: C-contiguous with its own dtype (a view is read through its strides,
+        but a view of one element, such as the broadcast gradient of a sum, is read as that element)."""
+        if v.kind == 'view' and v.bases[0].known and v.bases[0].nbytes == v.dtype.itemsize \
+                and len(v.bases[0].shape) <= ndim and v.bases[0].dtype == v.dtype:
+            return self.kernel_input(v.bases[0], ndim)
+        if v.kind == 'const':         # its own copy: graph constants are read-only arrays (numba types those apart)
+            c = self.new(v, 'const')
+            c.const = np.array(v.const, v.dtype, order='C').reshape(v.shape)
+            return c
+        v.contig = v.contig or v.kind in ('input', 'alias')
+        return v
+
+
+def flatten(graph, inputs, variables, backend='numpy'):
+    """The schedule: (values by symbol id, all values, steps, kernels)."""
+    f = _Flattener(inputs, variables, backend)
     f.walk(graph)
-    return f.vals, f.allv, f.steps
+    return f.vals, f.allv, f.steps, f.kernels

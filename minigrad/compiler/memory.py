@@ -53,7 +53,9 @@ class _Pool:
         key = (v.shape, v.dtype) if v.known else None
         dying = [i for i in st.ins if i.kind == 'temp' and i.last == s and (i.buf is not None or i.dbuf is not None)
                  and i.dtype == v.dtype and (key is None or (i.shape, i.dtype) == key)]
-        if st.prim.ufunc and dying and (key is None) == (dying[0].buf is None):   # a ufunc may write in place
+        taken = {o.buf for o in st.outs if o.buf is not None}     # a kernel's other results took these
+        dying = [i for i in dying if i.buf is None or i.buf not in taken]
+        if st.inplace and dying and (key is None) == (dying[0].buf is None):   # a ufunc or kernel may write in place
             v.buf, v.dbuf, v.ref = dying[0].buf, dying[0].dbuf, dying[0]
         elif key is None:
             v.dbuf, self.dyn = self.dyn, self.dyn + 1

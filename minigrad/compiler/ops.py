@@ -46,7 +46,8 @@ def _match_fma(node, uses_once):
 
 
 fma = _ew('fma', lambda a, b, c: np.add(np.multiply(a, b), c), 'a * b + c in one node (mul+add fusion)',
-          match=_match_fma, decompose=_fma_graph)
+          match=_match_fma, decompose=_fma_graph, kernel=lambda a, params, ctx: f'{a[0]} * {a[1]} + {a[2]}')
+# (no fp-contract: numba rounds a*b, then adds, as numpy's two calls do)
 
 
 # ------------------------------------------------------------------ sub: x + y * -1
@@ -63,7 +64,8 @@ def _match_sub(node, uses_once=None):
     return None
 
 
-sub = _ew('sub', np.subtract, 'x - y (x + y * -1 simplified)', ufunc='subtract', match=_match_sub)
+sub = _ew('sub', np.subtract, 'x - y (x + y * -1 simplified)', ufunc='subtract', match=_match_sub,
+          kernel=lambda a, params, ctx: f'{a[0]} - {a[1]}')
 
 
 # ------------------------------------------------------------------ relu: where(0 < x, x, 0)
@@ -79,7 +81,8 @@ def _match_relu(node, uses_once=None):
 
 relu = _ew('relu', lambda x: np.fmax(x, np.zeros((), x.dtype)), 'max(x, 0): where(0 < x, x, 0) simplified',
            match=_match_relu,      # fmax, not maximum: like where(0 < x, x, 0) it maps nan to 0
-           emit=lambda a, out, params, ctx: _emit_relu(a[0], out, ctx))
+           emit=lambda a, out, params, ctx: _emit_relu(a[0], out, ctx),
+           kernel=lambda a, params, ctx: f'{a[0]} if {a[0]} > {ctx.typed(0)} else {ctx.typed(0)}')
 
 
 def _emit_relu(x, out, ctx):
@@ -94,7 +97,7 @@ def _fused_impl(*xs, graph, kind='elementwise'):
     return tuple(run_graph(graph, list(xs)))
 
 
-def _fused_rule(*avals, graph, kind='elementwise'):
+def _fused_rule(*avals, graph, **other):
     return [Aval(o.shape, o.dtype) for o in graph.outputs]
 
 
@@ -106,3 +109,21 @@ fused = register_primitive(
 
 
 SIMPLIFY_OPS = (sub, relu)      # patterns simplify rewrites into these ops; fuse introduces fma and fused
+
+
+# ------------------------------------------------------------------ kernel: one loop kernel call (numba backend)
+def _kernel_impl(*xs, kernel, graph):
+    outs = [np.empty(o.shape, o.dtype) for o in graph.outputs]
+    kernel.fn(*[np.ascontiguousarray(x) if np.ndim(x) else np.asarray(x) for x in xs], *outs)
+    return tuple(outs)
+
+
+def _emit_kernel(args, out, params, ctx):
+    """``K[i](inputs..., outputs...)``: the kernel writes every result into its planned buffer."""
+    return f'{ctx.const(params["kernel"].fn)}({", ".join(args + ctx.out_buffers)})'
+
+
+kernel_call = register_primitive(
+    'kernel', _kernel_impl, _fused_rule, None, kind='compiler', multiple_results=True, emit=_emit_kernel,
+    doc='a fused group as one compiled loop (numba backend); params: kernel (compiler.kernels.Kernel), '
+        'graph (what it computes)')

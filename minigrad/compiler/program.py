@@ -1,7 +1,10 @@
 """Program: a compiled graph. Lowering (lower.py), memory planning (memory.py) and code
 generation (codegen.py) turn the optimised graph into Python source, executed once to give
-the function a call runs."""
+the function a call runs. On the numba backend, each fusion group is a loop kernel
+(kernels.py) the generated function calls."""
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -17,24 +20,33 @@ _FILENAME = '<minigrad program>'
 class Program:
     """A compiled graph: call it with arrays in the order of `inputs`.
 
-    Attributes: ``graph`` (optimised), ``history`` [(pass name, Graph)], ``source``
-    (generated Python), ``memory`` (MemoryPlan), ``stats`` (dict), ``inputs``,
-    ``outputs``, ``variables`` (Variables read/assigned; their values live in ``state``).
+    Attributes: ``graph`` (optimised), ``history`` [(pass name, Graph)], ``backend``
+    ('numba' or 'numpy'), ``source`` (generated Python, then each loop kernel's source),
+    ``kernels`` (numba backend: the compiled loop kernels), ``memory`` (MemoryPlan),
+    ``stats`` (dict), ``inputs``, ``outputs``, ``variables`` (Variables read/assigned; their
+    values live in ``state``).
+
+    Every array a call returns belongs to the caller (a later call never changes it);
+    ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead.
     """
 
-    def __init__(self, graph, history, inputs, outputs, single, variables, stats):
+    def __init__(self, graph, history, inputs, outputs, single, variables, stats, backend='numpy'):
         self.graph, self.history, self.inputs, self.outputs = graph, history, inputs, outputs
-        self.variables, self.stats, self._single = variables, stats, single
+        self.variables, self.stats, self._single, self.backend = variables, stats, single, backend
         self.state = [np.array(v.node.params['initial_value']) for v in variables]
         var_keys = [id(v.node.params['initial_value']) for v in variables]
-        vals, allv, steps = flatten(graph, graph.inputs, var_keys)
+        vals, allv, steps, self.kernels = flatten(graph, graph.inputs, var_keys, backend)
         ivals = [vals[id(s)] for s in graph.inputs]
         ovals = [vals[id(s)] for s in graph.outputs]
         self.memory = plan_memory(allv, steps, ovals)
-        self.source, consts = generate(ivals, ovals, allv, steps, single)
-        self.stats['steps'] = len(steps)
+        driver, consts = generate(ivals, ovals, allv, steps, single)
+        self.source = driver + ''.join(f'\n\n# ---- kernel {k}: {os.path.basename(kern.path)} (numba)\n{kern.source}'
+                                       for k, kern in enumerate(self.kernels))
+        self.stats.update(steps=len(steps), backend=backend, kernels=len(self.kernels),
+                          kernel_seconds=[round(k.seconds, 4) for k in self.kernels],
+                          kernel_origin=[k.origin for k in self.kernels])
         ns = {}
-        exec(compile(self.source, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
+        exec(compile(driver, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]
         bufs = [np.empty(s, d) for s, d in self.memory.buffer_shapes]
         self._run = ns['build'](np, bufs, consts, self._converter(shapes))
@@ -51,6 +63,8 @@ class Program:
                     raise FeedError(f"Program: cannot pass a {arr.dtype} value as input {i} ('{names[i]}', {dt}); "
                                     f'convert it first with np.asarray(value, dtype={dt.name!r})')
                 arr = arr.astype(dt)
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
             if shape is not None and (arr.ndim != len(shape) or
                                       any(d is not None and d != a for d, a in zip(shape, arr.shape))):
                 raise FeedError(f"Program: input {i} ('{names[i]}') has shape {fmt_shape(arr.shape)} but the "
@@ -59,20 +73,35 @@ class Program:
             return arr
         return conv
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, out=None):
         if len(arrays) != len(self.inputs):
             raise FeedError(f'Program takes {len(self.inputs)} inputs '
                             f'({", ".join(s.name for s in self.inputs)}), got {len(arrays)}')
-        return self.run(arrays, self.state)
+        return self.run(arrays, self.state, out)
 
-    def run(self, arrays, state: list):
-        """Run with explicit Variable ``state`` (a list, updated by assigns); Session uses this."""
+    def run(self, arrays, state: list, out=None):
+        """Run with explicit Variable ``state`` (a list, updated by assigns); Session uses this.
+        ``out``: arrays (one per output, or one array for a single output) to write results into."""
+        if out is not None:
+            out = self._check_out(out)
         try:
-            return self._run(*arrays, state)
+            return self._run(*arrays, state, out)
         except MinigradError:
             raise
         except Exception as e:
             raise self._runtime_error(e) from None
+
+    def _check_out(self, out) -> list:
+        outs = [out] if self._single and isinstance(out, np.ndarray) else out
+        if not isinstance(outs, (list, tuple)) or len(outs) != len(self.outputs):
+            raise FeedError(f'Program: out= takes {len(self.outputs)} numpy array(s), one per output, got {out!r:.60}')
+        for k, (a, s) in enumerate(zip(outs, self.graph.outputs)):
+            if not isinstance(a, np.ndarray) or a.dtype != s.dtype or (s.shape is not None and None not in s.shape
+                                                                       and a.shape != s.shape):
+                got = f'{a.dtype} {fmt_shape(a.shape)}' if isinstance(a, np.ndarray) else type(a).__name__
+                raise FeedError(f"Program: out[{k}] for '{self.outputs[k].name}' must be a {s.dtype} array of shape "
+                                f'{fmt_shape(s.shape)}, got {got}')
+        return list(outs)
 
     def _runtime_error(self, exc) -> ShapeError:
         """Name the generated line (and so the node, in its comment) where numpy failed."""

@@ -1,0 +1,191 @@
+"""Loop kernels (the numba backend): a fusion group becomes one generated Python loop,
+compiled by numba. Every value of the group lives in a register for one element at a time,
+so the group reads each input and writes each result once: one pass over memory.
+
+What each op computes per element is its record's ``kernel`` rule (core.Primitive): a
+scalar expression over its operands. Every operand is first converted to the dtype numpy
+computes the op in, every result to the op's dtype (numba would otherwise widen float32 to
+float64 when a constant is an int64, as numpy does not). Kernels run with
+``error_model='numpy'`` (x/0 is inf or nan, never an exception) and without fastmath
+(which would break inf, nan and signed zeros).
+
+Generated kernels are written to a cache directory (``MINIGRAD_CACHE_DIR``, default
+``~/.cache/minigrad``) as ``k_<hash of the source>.py`` and imported from there: numba
+caches compiled code only for functions defined in a real file (``cache=True``), so a later
+process loads a kernel in milliseconds instead of compiling it again.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..errors import MinigradError
+from ..graph import PLACEHOLDER
+from .codegen import _safe
+
+try:
+    import numba
+    import llvmlite.binding
+    # A fused backward pass reads and writes dozens of arrays; LLVM then needs that many runtime
+    # checks that no two overlap before it vectorises the loop, and by default gives up (the
+    # loop runs 4x slower, scalar). A process-wide LLVM setting: it only lets the vectoriser try.
+    for _opt in ('-runtime-memory-check-threshold=4096', '-vectorize-memory-check-threshold=4096'):
+        llvmlite.binding.set_option('minigrad', _opt)
+except ImportError:        # the numpy backend needs no numba (Pyodide, minimal installs)
+    numba = None
+
+_LOADED: dict = {}         # source hash -> numba dispatcher, for this process
+
+
+def available() -> bool:
+    """True when numba imports, so ``backend='numba'`` can be used."""
+    return numba is not None
+
+
+def cache_dir() -> str:
+    base = os.environ.get('MINIGRAD_CACHE_DIR') or os.path.join(
+        os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'), 'minigrad')
+    return os.path.join(base, 'kernels')
+
+
+def _convert(expr: str, dt) -> str:
+    return 'bool(' + expr + ')' if dt.kind == 'b' else f'np.{dt.name}({expr})'
+
+
+class _Ctx:
+    """What kernel rules use: ``ctx.typed(v)``, a literal in the current op's dtype."""
+    dtype = None
+
+    def typed(self, v) -> str:
+        return _convert(repr(v), self.dtype)
+
+
+def _index(shape, full, ivars) -> str:
+    """Index of an input of `shape` broadcast to `full`: i_k on its real axes, 0 on broadcast ones
+    (a flat loop, one index i, when every input has the full shape or one element)."""
+    if len(ivars) == 1 and len(full) != 1:
+        return '[i]' if tuple(shape) == full else '[' + ', '.join('0' for _ in shape) + ']' if shape else '[()]'
+    lead = len(full) - len(shape)
+    idx = [ivars[lead + k] if d == full[lead + k] and d != 1 else '0' for k, d in enumerate(shape)]
+    return '[' + ', '.join(idx) + ']' if idx else '[()]'
+
+
+def kernel_source(graph, layouts) -> str:
+    """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
+    whose results have one shape; ``layouts`` gives each input's numba layout ('C' or 'A')."""
+    if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
+        raise MinigradError('kernel_source: every shape must be known (fuse groups only such ops)')
+    full = tuple(graph.outputs[0].shape)
+    flat = all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
+               for s, lay in zip(graph.inputs, layouts))
+    ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
+    names, ctx = {}, _Ctx()
+    ins = [f'a{k}' for k in range(len(graph.inputs))]
+    outs = [f'o{k}' for k in range(len(graph.outputs))]
+    hoisted, loads, body = [], [], []
+    for k, s in enumerate(graph.inputs):
+        names[id(s)] = f'x{k}'
+        ix = _index(tuple(s.shape), full, ivars)
+        (loads if any(v in ix for v in ivars) else hoisted).append(f'x{k} = a{k}{ix}  # {_safe(s.name)}')
+    for n, node in enumerate(graph.nodes):
+        if node.prim is PLACEHOLDER:
+            continue
+        o = node.outputs[0]
+        ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
+        args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
+        names[id(o)] = f't{n}'
+        body.append(f't{n} = {_convert(node.prim.kernel(args, node.params, ctx), o.dtype)}'
+                    f'  # {_safe(o.name)} = {node.prim.name}')
+    at = _index(full, full, ivars)
+    stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs)]
+    sig = ', '.join(f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
+                    for s, lay in zip(graph.inputs, layouts))
+    sig += ''.join(f', Out({s.dtype.name!r}, {len(full)})' for s in graph.outputs)
+    lines = [f"@njit(void({sig}), cache=True, error_model='numpy')",
+             f'def kernel({", ".join(ins + outs)}):']
+    if flat and len(full) > 1:        # one loop over all elements: C-contiguous arrays seen flat
+        lines.append(f'    n0 = o0.size')
+        lines += [f'    {a} = {a}.reshape(n0)' for a, s in zip(ins, graph.inputs) if tuple(s.shape) == full]
+        lines += [f'    {o} = {o}.reshape(n0)' for o in outs]
+        lines += [f'    {h}' for h in hoisted]
+    elif full:
+        lines += [f'    {h}' for h in hoisted]
+        lines.append(f'    {", ".join(f"n{k}" for k in range(len(full)))}, = o0.shape')
+    else:
+        lines += [f'    {h}' for h in hoisted]
+    ind = '    '
+    for k, v in enumerate(ivars):
+        lines.append(f'{ind}for {v} in range(n{k}):')
+        ind += '    '
+    lines += [ind + x for x in loads + body + stores]
+    return '\n'.join(lines) + '\n'
+
+
+_HEADER = '''"""A minigrad loop kernel (generated; see minigrad/compiler/kernels.py)."""
+import numpy as np
+from numba import njit, types, from_dtype
+
+
+def In(dtype, ndim, strided=False):
+    """An input array: read-only, C-contiguous unless strided (a view, read through its strides)."""
+    return types.Array(from_dtype(np.dtype(dtype)), ndim, 'A' if strided else 'C', readonly=True)
+
+
+def Out(dtype, ndim):
+    return types.Array(from_dtype(np.dtype(dtype)), ndim, 'C')
+
+
+void = types.void
+
+'''
+
+
+class Kernel:
+    """One compiled loop kernel: ``source`` (the loop), ``fn`` (numba), ``seconds`` it took to
+    compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded)."""
+
+    def __init__(self, source, fn, seconds, origin, path):
+        self.source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
+
+    def __repr__(self):
+        return f'<Kernel {os.path.basename(self.path)} {self.origin} in {self.seconds * 1e3:.1f} ms>'
+
+
+def build_kernel(graph, layouts) -> Kernel:
+    """Generate, write, import and compile the loop kernel for `graph` (see kernel_source)."""
+    if numba is None:
+        raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
+    src = kernel_source(graph, layouts)
+    key = hashlib.sha1((_HEADER + src).encode()).hexdigest()[:20]
+    path = os.path.join(cache_dir(), f'k_{key}.py')
+    t0 = time.perf_counter()
+    if key in _LOADED:
+        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path)
+    _write_once(path, _HEADER + src)
+    spec = importlib.util.spec_from_file_location(f'minigrad_kernel_{key}', path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # numba's cached code refers to its module by name
+    spec.loader.exec_module(module)          # compiles now (explicit signature), or loads numba's cache
+    fn = _LOADED[key] = module.kernel
+    origin = 'disk cache' if sum(fn.stats.cache_hits.values()) else 'compiled'
+    return Kernel(src, fn, time.perf_counter() - t0, origin, path)
+
+
+def _write_once(path, text):
+    """Write the kernel file unless it is there (rewriting it would invalidate numba's cache)."""
+    if os.path.exists(path):
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f'{path}.{os.getpid()}.tmp'
+        with open(tmp, 'w') as f:
+            f.write(text)
+        os.replace(tmp, path)               # atomic: a concurrent process sees all of it or nothing
+    except OSError as e:
+        raise MinigradError(f"backend='numba': cannot write kernels to {os.path.dirname(path)} ({e}); set "
+                            f"MINIGRAD_CACHE_DIR to a writable directory, or use backend='numpy'") from None

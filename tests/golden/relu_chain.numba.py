@@ -1,0 +1,37 @@
+def build(np, B, K, conv):
+    ndarray = np.ndarray
+    np_copyto = np.copyto
+    np_empty = np.empty
+    dt_float32 = np.dtype('float32')
+    b0 = B[0]
+    def run(v0, v1, v2, v3, v4, S, O):
+        nonlocal b0
+        if v0.__class__ is not ndarray or v0.dtype != dt_float32 or v0.shape != (8,) or not v0.flags.c_contiguous: v0 = conv(0, v0)  # a
+        if v1.__class__ is not ndarray or v1.dtype != dt_float32 or v1.shape != (8,) or not v1.flags.c_contiguous: v1 = conv(1, v1)  # b
+        if v2.__class__ is not ndarray or v2.dtype != dt_float32 or v2.shape != (8,) or not v2.flags.c_contiguous: v2 = conv(2, v2)  # c
+        if v3.__class__ is not ndarray or v3.dtype != dt_float32 or v3.shape != (8,) or not v3.flags.c_contiguous: v3 = conv(3, v3)  # d
+        if v4.__class__ is not ndarray or v4.dtype != dt_float32 or v4.shape != (8,) or not v4.flags.c_contiguous: v4 = conv(4, v4)  # e
+        K[0](v0, v1, v2, v3, v4, b0)  # add_1 = kernel
+        if O is not None:  # out=: write into the caller's arrays
+            np_copyto(O[0], b0)
+            return O[0]
+        r_0 = b0; b0 = np_empty((8,), dt_float32)  # hand the buffer to the caller
+        return r_0
+    return run
+
+
+# ---- kernel 0: k_194583140995f32d0b2d.py (numba)
+@njit(void(In('float32', 1), In('float32', 1), In('float32', 1), In('float32', 1), In('float32', 1), Out('float32', 1)), cache=True, error_model='numpy')
+def kernel(a0, a1, a2, a3, a4, o0):
+    n0, = o0.shape
+    for i in range(n0):
+        x0 = a0[i]  # a
+        x1 = a1[i]  # b
+        x2 = a2[i]  # c
+        x3 = a3[i]  # d
+        x4 = a4[i]  # e
+        t3 = np.float32(x0 * x1 + x2)  # add = fma
+        t4 = np.float32(t3 if t3 > np.float32(0) else np.float32(0))  # where = relu
+        t6 = np.float32(t4 * x3)  # mul_1 = mul
+        t8 = np.float32(t6 - x4)  # add_1 = sub
+        o0[i] = t8

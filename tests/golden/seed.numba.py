@@ -1,0 +1,31 @@
+def build(np, B, K, conv):
+    ndarray = np.ndarray
+    np_copyto = np.copyto
+    np_empty = np.empty
+    dt_float32 = np.dtype('float32')
+    b0 = B[0]
+    def run(v0, v1, v2, S, O):
+        nonlocal b0
+        if v0.__class__ is not ndarray or v0.dtype != dt_float32 or v0.shape != (3,) or not v0.flags.c_contiguous: v0 = conv(0, v0)  # w
+        if v1.__class__ is not ndarray or v1.dtype != dt_float32 or v1.shape != (3,) or not v1.flags.c_contiguous: v1 = conv(1, v1)  # x
+        if v2.__class__ is not ndarray or v2.dtype != dt_float32 or v2.shape != (3,) or not v2.flags.c_contiguous: v2 = conv(2, v2)  # b
+        K[0](v0, v1, v2, b0)  # add = kernel
+        if O is not None:  # out=: write into the caller's arrays
+            np_copyto(O[0], b0)
+            return O[0]
+        r_0 = b0; b0 = np_empty((3,), dt_float32)  # hand the buffer to the caller
+        return r_0
+    return run
+
+
+# ---- kernel 0: k_f1489849f4d961eb924b.py (numba)
+@njit(void(In('float32', 1), In('float32', 1), In('float32', 1), Out('float32', 1)), cache=True, error_model='numpy')
+def kernel(a0, a1, a2, o0):
+    n0, = o0.shape
+    for i in range(n0):
+        x0 = a0[i]  # w
+        x1 = a1[i]  # x
+        x2 = a2[i]  # b
+        t2 = np.float32(x0 * x1)  # add:mul = mul
+        t4 = np.float32(t2 + x2)  # add = add
+        o0[i] = t4
