@@ -21,10 +21,11 @@ class Session:
     300.0
     """
 
-    def __init__(self, graph: Graph | None = None):
+    def __init__(self, graph: Graph | None = None, backend: str | None = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.state: dict[int, np.ndarray] = {}      # id(variable node) -> current value
         self._programs: dict = {}                   # (fetch ids, feed signature) -> Program
+        self.backend = backend                      # mg.compile's backend (None: its default)
         self._closed = False
 
     def __enter__(self):
@@ -68,7 +69,8 @@ class Session:
                 if node.prim is PLACEHOLDER and id(node.outputs[0]) not in feeds:
                     raise missing_feed_error(self.graph, node.outputs[0], fetches)
             fed = [n.outputs[0] for n in needed if id(n.outputs[0]) in feeds]
-            prog = compile_program(list(fetches), fed, input_shapes=[feeds[id(s)].shape for s in fed])
+            prog = compile_program(list(fetches), fed, input_shapes=[feeds[id(s)].shape for s in fed],
+                                   backend=self.backend)
             self._programs[key] = prog
         states = [self.state.get(id(v.node)) for v in prog.variables]
         for i, v in enumerate(prog.variables):

@@ -269,7 +269,7 @@ def _segment_nodes(fetches, lo, hi) -> list:
     return sorted(seen.values(), key=lambda n: n.index)
 
 
-def _segment(name, nodes, outs, guard) -> Segment:
+def _segment(name, nodes, outs, guard, backend=None) -> Segment:
     """Copy ``nodes`` into a new graph; values made before it become its placeholders."""
     g, env, ins = Graph(name), {}, []
 
@@ -286,11 +286,11 @@ def _segment(name, nodes, outs, guard) -> Segment:
         sym(s)
     for n in nodes:
         env.update(zip(map(id, n.outputs), copy_node(g, n, [sym(i) for i in n.inputs])))
-    program = compile_graph([env[id(s)] for s in outs], [env[id(s)] for s in ins]) if outs else None
+    program = compile_graph([env[id(s)] for s in outs], [env[id(s)] for s in ins], backend=backend) if outs else None
     return Segment(g, program, ins, outs, guard)
 
 
-def _split(graph, breaks, outputs, name) -> list[Segment]:
+def _split(graph, breaks, outputs, name, backend=None) -> list[Segment]:
     """Cut the traced graph at its breaks: segment k computes break k's value and what later segments read."""
     bounds = [0] + [b.at for b in breaks] + [len(graph.nodes)]
     fetches = [[b.symbol] for b in breaks] + [list(outputs)]
@@ -301,7 +301,8 @@ def _split(graph, breaks, outputs, name) -> list[Segment]:
         nodes = _segment_nodes(want, lo, hi)
         mine = {id(o) for n in nodes for o in n.outputs}
         outs = list({id(s): s for s in want if id(s) in mine}.values())
-        seg = _segment(f'{name} [{k + 1}/{len(fetches)}]', nodes, outs, breaks[k] if k < len(breaks) else None)
+        seg = _segment(f'{name} [{k + 1}/{len(fetches)}]', nodes, outs, breaks[k] if k < len(breaks) else None,
+                       backend)
         later.update((id(s), s) for s in seg.ins)
         later.update((id(s), s) for s in fetches[k] if id(s) not in mine)
         segments.append(seg)
@@ -382,10 +383,10 @@ class JitFunction:
     """
     CACHE_SIZE = 64
 
-    def __init__(self, fn, cache_size=CACHE_SIZE):
+    def __init__(self, fn, cache_size=CACHE_SIZE, backend=None):
         if not isinstance(cache_size, int) or cache_size < 1:
             raise MinigradError(f'mg.jit: cache_size must be a positive int, got {cache_size!r}')
-        self.fn, self.cache_size = fn, cache_size
+        self.fn, self.cache_size, self.backend = fn, cache_size, backend     # backend: mg.compile's
         self.cache: OrderedDict[int, JitEntry] = OrderedDict()     # least recently used first
         self.trace_count = self.hits = self.misses = self.evictions = self.guard_failures = 0
         self._last = None
@@ -428,7 +429,7 @@ class JitFunction:
             outputs, template = _outputs(g, out, g.lift)
         finally:
             g.capture_tensor = g.tracer = None      # later value requests raise as usual
-        segments = _split(g, tracer.breaks, outputs, self.__name__)
+        segments = _split(g, tracer.breaks, outputs, self.__name__, self.backend)
         entry = JitEntry(key, text, g, inputs, outputs, template, hook.params, tracer.breaks, segments)
         self.trace_count += 1
         self.cache[id(entry)] = entry
@@ -475,11 +476,12 @@ class JitFunction:
         return viz.mimebundle(self.graph)
 
 
-def jit(fn, cache_size=JitFunction.CACHE_SIZE) -> JitFunction:
-    """Trace-and-compile ``fn`` with guards and graph breaks; see JitFunction.
+def jit(fn, cache_size=JitFunction.CACHE_SIZE, backend=None) -> JitFunction:
+    """Trace-and-compile ``fn`` with guards and graph breaks; see JitFunction. ``backend``: as
+    for ``mg.compile`` ('numba', 'numpy', None = the default).
 
     >>> import minigrad as mg, numpy as np
     >>> float(mg.jit(lambda x: (x * x).sum())(np.arange(3.0)))
     5.0
     """
-    return JitFunction(fn, cache_size)
+    return JitFunction(fn, cache_size, backend)

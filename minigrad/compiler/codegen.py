@@ -34,6 +34,7 @@ class Codegen:
         self.head, self.body = [], []
         self.out_dtype = self.in_dtypes = None      # the current step's dtypes, for emit rules
         self.out_buffers = []                       # the current step's result buffers (a kernel's)
+        self.into_state = {}                        # id(value) -> 's{i}': a kernel writes it into Variable i
 
     # -- what emit rules use
     def fn(self, name: str) -> str:
@@ -99,7 +100,8 @@ class Codegen:
             return self.assign(st, s, steps, args)
         out = self.out_buffer(st)
         self.out_dtype, self.in_dtypes = o.dtype, [i.dtype for i in st.ins]
-        self.out_buffers = [f'b{v.buf}' for v in st.outs if v.kind == 'temp' and v.buf is not None]
+        self.out_buffers = [self.into_state.get(id(v), f'b{v.buf}') for v in st.outs
+                            if v.kind == 'temp' and v.buf is not None]
         if prim is kernel_call:
             args = [self.kernel_arg(a, v) for a, v in zip(args, st.ins)]
         if prim.emit is not None:
@@ -126,6 +128,10 @@ class Codegen:
     def assign(self, st, s, steps, args):
         var, val = st.ins
         i = var.const
+        if self.into_state.get(id(val)) == f's{i}':     # the kernel already wrote it there
+            self.body.append(f'# assign {_safe(var.name)}: written in place by the kernel above')
+            self.names[id(st.outs[0])] = f's{i}'
+            return
         once = sum(1 for a in steps if a.prim is ASSIGN and a.ins[0].const == i) == 1
         if var.kind == 'state' and var.last == s and once and var.known and val.shape == var.shape:
             self.body.append(f"{self.fn('copyto')}(s{i}, {args[1]}, casting='unsafe')  # assign {_safe(var.name)}")
@@ -172,9 +178,31 @@ class Codegen:
         return '\n'.join(lines) + '\n'
 
 
+def _updates_in_place(steps, outputs) -> dict:
+    """Variable updates a kernel can write straight into the Variable (``v.assign(v - lr * g)``):
+    the new value is used only by its one assign, and nothing reads the old value after the
+    kernel (which reads and writes each element at the same index, so in place is safe)."""
+    made = {id(o): k for k, st in enumerate(steps) for o in st.outs}
+    returned = {id(v) for v in outputs}
+    found = {}
+    for s, st in enumerate(steps):
+        if st.prim is not ASSIGN:
+            continue
+        var, val = st.ins
+        k = made.get(id(val))
+        if k is None or steps[k].prim is not kernel_call or id(val) in returned or val.last != s \
+                or var.kind != 'state' or not var.known or (val.shape, val.dtype) != (var.shape, var.dtype):
+            continue
+        if sum(a.prim is ASSIGN and a.ins[0].const == var.const for a in steps) == 1 and \
+                not any(var in steps[j].ins for j in range(k + 1, s)):
+            found[id(val)] = f's{var.const}'
+    return found
+
+
 def generate(ivals, outputs, allv, steps, single):
     """(Python source of ``build``, the constants it binds as K)."""
     cg = Codegen()
+    cg.into_state = _updates_in_place(steps, outputs)
     cg.inputs(ivals)
     cg.held(allv)
     for s, st in enumerate(steps):

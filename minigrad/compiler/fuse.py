@@ -11,6 +11,7 @@ from .. import ops as P
 from ..core import Aval
 from ..graph import Graph, Symbol, PLACEHOLDER
 from .ops import fma, fused
+from .kernels import why_not
 from .prune import prune
 from .rewrite import rewrite_pass, unchanged, copy_node, emit, NodeView
 
@@ -27,11 +28,7 @@ def _fusable(node, notes) -> bool:
     """Whether `node` may be in a group (as a member, or a matmul as its head); else why not, in notes."""
     if node.prim.kind == 'node' or not (node.prim.elementwise or node.prim is P.matmul):
         return False
-    o = node.outputs[0]
-    why = ('no loop-kernel rule (numpy runs it)' if node.prim.kernel is None and node.prim is not P.matmul else
-           'a shape unknown at compile time' if any(s.shape is None or None in s.shape
-                                                    for s in [o, *node.inputs]) else
-           f'{o.dtype} results (kernels compute float and bool values)' if o.dtype.kind not in 'fb' else None)
+    why = None if node.prim is P.matmul else why_not(node)
     if why:
         notes.setdefault(f'{node.prim.name}: {why}', node.prim.name)
     return why is None

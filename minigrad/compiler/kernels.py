@@ -47,6 +47,19 @@ def available() -> bool:
     return numba is not None
 
 
+def why_not(node) -> str | None:
+    """Why `node` cannot be part of a loop kernel (None: it can): kernels need each op's loop
+    rule, shapes known at compile time and float or bool results."""
+    o = node.outputs[0]
+    if node.prim.kernel is None:
+        return 'no loop-kernel rule (numpy runs it)'
+    if any(s.shape is None or None in s.shape for s in [o, *node.inputs]):
+        return 'a shape unknown at compile time'
+    if o.dtype.kind not in 'fb':
+        return f'{o.dtype} results (kernels compute float and bool values; numba widens integers differently)'
+    return None
+
+
 def cache_dir() -> str:
     base = os.environ.get('MINIGRAD_CACHE_DIR') or os.path.join(
         os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'), 'minigrad')

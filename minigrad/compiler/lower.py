@@ -15,8 +15,8 @@ import numpy as np
 from ..core import Aval
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN
-from .kernels import build_kernel
-from .ops import kernel_call
+from .kernels import build_kernel, why_not
+from .ops import kernel_call, fused
 from .rewrite import copy_node
 
 
@@ -84,8 +84,8 @@ class _Flattener:
             elif node.prim.decompose is not None:       # a compiler node: inline what it stands for
                 sub = node.prim.decompose(node)
                 self.vals.update({id(p): self.vals[id(i)] for p, i in zip(sub.inputs, node.inputs)})
-                if self.backend == 'numba':
-                    self.kernel(sub)
+                if self.backend == 'numba' and (node.prim is fused or why_not(node) is None):
+                    self.kernel(sub)      # (an integer fma stays two numpy calls; fuse noted why)
                 else:
                     self.walk(sub)
                 self.vals.update({id(o): self.vals[id(so)] for o, so in zip(outs, sub.outputs)})

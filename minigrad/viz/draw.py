@@ -624,4 +624,6 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
         else:
             k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
             hl.update(x for x in (k, f'{k}v') if x in d.vertices)
+    if title is None and isinstance(getattr(obj, 'backend', None), str):      # a Program says how it runs
+        title = f'compiled program, {obj.backend} backend'
     return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir)

@@ -521,6 +521,9 @@ class PassStepper(_Player):
             if declined:                             # what the pass chose not to do, and why
                 cap += ' Declined: ' + '; '.join(declined[:3]) + (f' (+{len(declined) - 3} more)'
                                                                    if len(declined) > 3 else '') + '.'
+            if i == len(history) - 1 and getattr(program, 'backend', None):
+                cap += (f' Backend {program.backend}: ' + ('each fused group runs as one compiled loop kernel.'
+                        if program.backend == 'numba' else 'each fused group runs as one numpy call per op.'))
             V, E, C = shown[i]
             pV, pE, pC = shown[i - 1] if i else (V, E, C)
             ghost, ghost_e = pV - V, pE - E

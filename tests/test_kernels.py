@@ -1,0 +1,176 @@
+"""The numba backend: one compiled loop kernel per fusion group, no temporaries inside a group,
+buffers owned by the program, caller-owned results (and out=), kernels cached on disk."""
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad.compiler.ops import fma, fused
+
+pytestmark = pytest.mark.skipif(not mg.compiler.kernels.available(), reason='numba is not installed')
+BACKENDS = ['numpy', 'numba']
+
+
+def relu_chain(n=1000):
+    g = mg.Graph()
+    with g.as_default():
+        ps = [mg.placeholder(mg.float32, (n,), name=k) for k in 'abcde']
+        a, b, c, d, e = ps
+        y = mg.relu(a * b + c) * d - e
+    return y, ps
+
+
+def chain_grads(n=16, layers=4):
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (n, n), name='x')
+        ws = [mg.placeholder(mg.float32, (n, n), name=f'w{i}') for i in range(layers)]
+        y = x
+        for w in ws:
+            y = mg.relu(y * w + 0.5)
+        loss = y.sum()
+        grads = mg.gradients(loss, ws)
+    return [loss] + grads, [x] + ws
+
+
+def _groups(prog):
+    return sum(n.prim is fused or n.prim is fma for n in prog.graph.nodes)
+
+
+@pytest.mark.parametrize('make', [relu_chain, chain_grads])
+def test_one_kernel_per_fusion_group(make):
+    outs, ins = make()
+    prog = mg.compile(outs, ins, backend='numba')
+    assert prog.backend == 'numba' and _groups(prog) >= 1
+    assert prog.stats['kernels'] == len(prog.kernels) == _groups(prog)
+    assert prog.source.count('# ---- kernel') == len(prog.kernels)
+    assert len(prog.stats['kernel_seconds']) == len(prog.kernels)
+    assert set(prog.stats['kernel_origin']) <= {'compiled', 'disk cache', 'memory'}
+    for k in prog.kernels:          # a loop over the group's elements that allocates nothing
+        body = k.source.split('def kernel', 1)[1]
+        assert 'for i' in body
+        for alloc in ('np.empty', 'np.zeros', 'np.ones', 'np.array', '.copy(', 'np.where', 'np.maximum'):
+            assert alloc not in body
+
+
+def test_the_forward_and_backward_of_a_chain_are_one_kernel():
+    outs, ins = chain_grads(layers=6)
+    prog = mg.compile(outs, ins, backend='numba')
+    assert prog.stats['kernels'] == 1
+    steps = prog.memory.schedule
+    assert [s.split(' = ')[1].split('(')[0] for s in steps] == ['kernel', 'sum']
+
+
+def test_seed_example_p_never_exists_on_numba():
+    g = mg.Graph()
+    with g.as_default():
+        w, x, b = (mg.placeholder(mg.float32, (3,), name=n) for n in 'wxb')
+        y = w * x + b
+    on = {be: mg.compile(y, [w, x, b], backend=be) for be in BACKENDS}
+    assert (on['numpy'].memory.naive_num_buffers, on['numpy'].memory.num_buffers) == (5, 4)
+    assert 'add:mul' in on['numpy'].memory.assignment
+    assert on['numba'].memory.num_buffers == 4 and 'add:mul' not in on['numba'].memory.assignment
+    assert on['numba'].memory.schedule == ['add = kernel(w, x, b)']
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_no_temporaries_beyond_the_output(backend):
+    y, ps = relu_chain(100_000)
+    prog = mg.compile(y, ps, backend=backend)
+    xs = [np.random.default_rng(k).standard_normal(100_000).astype(np.float32) for k in range(5)]
+    prog(*xs)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    r = prog(*xs)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    assert peak - r.nbytes < 4096                       # the caller's new array, nothing else
+    held = sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in prog.memory.buffer_shapes)
+    assert held <= (2 if backend == 'numpy' else 1) * r.nbytes       # the program's own buffers
+    np.testing.assert_allclose(r, np.maximum(xs[0] * xs[1] + xs[2], 0) * xs[3] - xs[4], rtol=1e-6)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_out_writes_into_the_callers_arrays(backend):
+    outs, ins = chain_grads(n=4, layers=2)
+    prog = mg.compile(outs, ins, backend=backend)
+    xs = [np.random.default_rng(k).standard_normal((4, 4)).astype(np.float32) for k in range(3)]
+    want = prog(*xs)
+    dst = [np.empty((), np.float32)] + [np.empty((4, 4), np.float32) for _ in range(2)]
+    got = prog(*xs, out=dst)
+    assert all(a is b for a, b in zip(got, dst))
+    for a, b in zip(dst, want):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(mg.FeedError, match=r"out\[1\] .* must be a float32 array of shape \(4, 4\)"):
+        prog(*xs, out=[dst[0], np.empty((3, 4), np.float32), dst[2]])
+    with pytest.raises(mg.FeedError, match='out= takes 3'):
+        prog(*xs, out=dst[:2])
+
+
+def test_a_variable_update_is_written_in_place_by_its_kernel():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (8,), name='x')
+        w = mg.Variable(np.ones(8, np.float32), name='w')
+        loss = ((w * x) ** 2.0).sum()
+        gw, = mg.gradients(loss, [w])
+        step = w.assign(w - 0.1 * gw)
+    progs = {be: mg.compile([loss, step], [x], backend=be) for be in BACKENDS}
+    assert 'written in place by the kernel above' in progs['numba'].source
+    xs = np.linspace(-1, 1, 8, dtype=np.float32)
+    for _ in range(3):
+        vals = {be: p(xs) for be, p in progs.items()}
+        np.testing.assert_allclose(vals['numba'][0], vals['numpy'][0], rtol=1e-6)
+    np.testing.assert_allclose(progs['numba'].state[0], progs['numpy'].state[0], rtol=1e-6)
+
+
+def test_what_stays_out_of_kernels_is_recorded():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (4,), name='x')
+        i = mg.placeholder(mg.int64, (4,), name='i')
+        y = mg.tanh(x * 2.0 + 1.0) * 3.0
+        j = i * 2 + 1
+    prog = mg.compile([y, j], [x, i], backend='numba')
+    notes = prog.stats['declined']['fuse']
+    assert any(n.startswith('tanh: no loop-kernel rule') for n in notes)
+    assert any('int64 results' in n for n in notes)
+    assert prog.stats['kernels'] == 1                    # x * 2 + 1 (an fma); * 3 follows tanh alone
+
+
+def test_session_and_jit_take_a_backend():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        y = mg.relu(x * 2.0 + 1.0)
+    for be in BACKENDS:
+        sess = mg.Session(g, backend=be)
+        np.testing.assert_allclose(sess.run(y, {x: [1, -2, 3]}), [3, 0, 7])
+        assert [p.backend for p in sess._programs.values()] == [be]
+        f = mg.jit(lambda t: mg.relu(t * 2.0 + 1.0), backend=be)
+        np.testing.assert_allclose(f(np.array([1, -2, 3], np.float32)), [3, 0, 7])
+
+
+def test_an_unknown_backend_is_a_clear_error():
+    y, ps = relu_chain(3)
+    with pytest.raises(mg.GraphError, match="unknown backend 'cuda'; use one of 'numba', 'numpy'"):
+        mg.compile(y, ps, backend='cuda')
+
+
+def test_a_later_process_loads_kernels_from_the_disk_cache(tmp_path):
+    code = ('import sys; sys.path.insert(0, %r); import test_kernels as t, minigrad as mg\n'
+            'y, ps = t.relu_chain(7)\n'
+            'p = mg.compile(y, ps, backend="numba")\n'
+            'print(p.kernels[0].origin + "|" + str(p.kernels[0].seconds))\n') % os.path.dirname(__file__)
+    env = dict(os.environ, MINIGRAD_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert runs[0].stdout.split('|')[0] == 'compiled' and runs[1].stdout.split('|')[0] == 'disk cache'
+    assert len(list((tmp_path / 'kernels').glob('k_*.py'))) == 1
