@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import operator
+import threading
 
 import numpy as np
 
@@ -350,11 +351,11 @@ class Graph:
     @contextlib.contextmanager
     def as_default(self):
         """Make this the graph that placeholder/constant/Variable and ops on them use."""
-        _stack.append(self)
+        _local.stack.append(self)
         try:
             yield self
         finally:
-            _stack.pop()
+            _local.stack.pop()
 
 
 def needed_nodes(graph: Graph, fetches) -> list[Node]:
@@ -428,18 +429,24 @@ def _mix_message(t, like):
             f'placeholder you feed), or run the graph with sess.run(...) and continue eagerly on the result.')
 
 
+class _Local(threading.local):
+    """Each thread's stack of `with graph.as_default()` blocks (as TF1's); the default graph is shared."""
+    def __init__(self):
+        self.stack: list[Graph] = []
+
+
 _default = [Graph('default')]
-_stack: list[Graph] = []
+_local = _Local()
 
 
 def get_default_graph() -> Graph:
     """The graph that new placeholders, constants and Variables go into."""
-    return _stack[-1] if _stack else _default[0]
+    return _local.stack[-1] if _local.stack else _default[0]
 
 
 def reset_default_graph() -> Graph:
     """Start a fresh default graph (as tf.reset_default_graph)."""
-    if _stack:
+    if _local.stack:
         raise GraphError('reset_default_graph() inside `with graph.as_default():`; leave the block first')
     _default[0] = Graph('default')
     return _default[0]

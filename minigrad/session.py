@@ -1,6 +1,9 @@
 """Session: runs (the needed part of) a static graph with values fed in."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 
 from .core import fmt_shape, describe
@@ -12,6 +15,9 @@ from .interpreter import missing_feed_error
 class Session:
     """Runs a graph: ``sess.run(fetches, feed_dict)``. Variables keep their values between runs.
 
+    Each (fetch set, feed shapes) is compiled once and kept in an LRU cache of ``CACHE_SIZE``
+    programs (``hits``, ``misses``, ``evictions``). Runs from several threads take turns.
+
     >>> import minigrad as mg
     >>> g = mg.Graph()
     >>> with g.as_default():
@@ -21,10 +27,14 @@ class Session:
     300.0
     """
 
+    CACHE_SIZE = 32
+
     def __init__(self, graph: Graph | None = None, backend: str | None = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.state: dict[int, np.ndarray] = {}      # id(variable node) -> current value
-        self._programs: dict = {}                   # (fetch ids, feed signature) -> Program
+        self._programs: OrderedDict = OrderedDict()  # (fetch ids, feed signature) -> Program, oldest first
+        self.hits = self.misses = self.evictions = 0
+        self._lock = threading.RLock()
         self.backend = backend                      # mg.compile's backend (None: its default)
         self._closed = False
 
@@ -53,7 +63,8 @@ class Session:
                 raise FeedError(f"Session.run: fetch '{f.name}' belongs to another graph than this Session's. "
                                 f'Create the session with mg.Session(that_graph), or build the op in this graph.')
         feeds = self._check_feeds(feed_dict or {})
-        values = self._execute(flat, feeds)
+        with self._lock:
+            values = self._execute(flat, feeds)
         return _unflatten(template, iter(values))
 
     def _execute(self, fetches, feeds):
@@ -63,7 +74,10 @@ class Session:
         from .compiler import compile as compile_program
         key = (tuple(map(id, fetches)),) + tuple(sorted((k, v.shape, v.dtype.str) for k, v in feeds.items()))
         prog = self._programs.get(key)
-        if prog is None:
+        if prog is not None:
+            self.hits += 1
+            self._programs.move_to_end(key)
+        else:
             needed = needed_nodes(self.graph, fetches)
             for node in needed:
                 if node.prim is PLACEHOLDER and id(node.outputs[0]) not in feeds:
@@ -71,7 +85,11 @@ class Session:
             fed = [n.outputs[0] for n in needed if id(n.outputs[0]) in feeds]
             prog = compile_program(list(fetches), fed, input_shapes=[feeds[id(s)].shape for s in fed],
                                    backend=self.backend)
+            self.misses += 1
             self._programs[key] = prog
+            if len(self._programs) > self.CACHE_SIZE:
+                self._programs.popitem(last=False)
+                self.evictions += 1
         states = [self.state.get(id(v.node)) for v in prog.variables]
         for i, v in enumerate(prog.variables):
             if states[i] is None:

@@ -9,6 +9,7 @@ freed by reference counting as soon as the last Tensor using it goes away.
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from typing import Any, NamedTuple
 
@@ -21,9 +22,11 @@ from .errors import BackwardError, MinigradError, ShapeError
 from .functional import OpsMixin, negative
 
 
-class _State:
-    grad_enabled = True
-    tapes: list = []
+class _State(threading.local):
+    """Grad mode and the open tapes: each thread has its own (as PyTorch's grad mode)."""
+    def __init__(self):
+        self.grad_enabled = True
+        self.tapes: list = []
 
 
 state = _State()

@@ -16,6 +16,9 @@ from .prune import prune
 from .rewrite import rewrite_pass, unchanged, copy_node, emit, NodeView
 
 
+MAX_GROUP = 64      # ops per group: bounds a loop kernel's compile time (LLVM grows faster than linearly)
+
+
 def _uses(graph: Graph) -> dict:
     n = {id(o): 1 for o in graph.outputs}            # an output is used by the caller
     for node in graph.nodes:
@@ -74,6 +77,7 @@ def _group(graph: Graph) -> Graph:
     gid: dict[int, int] = {}             # id(node) -> group number
     first: list[int] = []                # group number -> position of its first node
     notes: dict[str, str] = {}
+    size: list[int] = []                 # group number -> members so far
     for k, node in enumerate(graph.nodes):
         mine = None
         if _fusable(node, notes):
@@ -82,11 +86,16 @@ def _group(graph: Graph) -> Graph:
                     g = gid.get(id(i.node))
                     if g is not None and i.shape == node.outputs[0].shape and all(
                             gid.get(id(j.node)) == g or avail[id(j)] < first[g] for j in node.inputs):
-                        mine = g
-                        break
+                        if size[g] < MAX_GROUP:
+                            mine = g
+                            break
+                        notes.setdefault(f'a group reached MAX_GROUP = {MAX_GROUP} ops (bounds the compile time of '
+                                         f'its loop kernel); the next op starts a new group', '')
             if mine is None:
                 mine = len(first)
                 first.append(k)
+                size.append(0)
+            size[mine] += 1
             gid[id(node)] = mine
         const = all(avail[id(i)] == -1 for i in node.inputs)     # made from constants alone: hoistable
         for o in node.outputs:

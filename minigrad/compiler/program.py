@@ -5,6 +5,7 @@ the function a call runs. On the numba backend, each fusion group is a loop kern
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -28,11 +29,13 @@ class Program:
 
     Every array a call returns belongs to the caller (a later call never changes it);
     ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead.
+    Calls from several threads take turns (the program's buffers are its own, one set).
     """
 
     def __init__(self, graph, history, inputs, outputs, single, variables, stats, backend='numpy'):
         self.graph, self.history, self.inputs, self.outputs = graph, history, inputs, outputs
         self.variables, self.stats, self._single, self.backend = variables, stats, single, backend
+        self._lock = threading.Lock()
         self.state = [np.array(v.node.params['initial_value']) for v in variables]
         var_keys = [id(v.node.params['initial_value']) for v in variables]
         vals, allv, steps, self.kernels = flatten(graph, graph.inputs, var_keys, backend)
@@ -85,7 +88,8 @@ class Program:
         if out is not None:
             out = self._check_out(out)
         try:
-            return self._run(*arrays, state, out)
+            with self._lock:
+                return self._run(*arrays, state, out)
         except MinigradError:
             raise
         except Exception as e:
