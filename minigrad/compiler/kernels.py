@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import time
 
@@ -174,12 +175,13 @@ def build_kernel(graph, layouts) -> Kernel:
     if numba is None:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
     src = kernel_source(graph, layouts)
-    key = hashlib.sha1((_HEADER + src).encode()).hexdigest()[:20]
+    code = _HEADER + re.sub(r'  # .*', '', src)     # without the names in comments: one file per loop
+    key = hashlib.sha1(code.encode()).hexdigest()[:20]
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()
     if key in _LOADED:
         return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path)
-    _write_once(path, _HEADER + src)
+    _write_once(path, code)
     spec = importlib.util.spec_from_file_location(f'minigrad_kernel_{key}', path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module          # numba's cached code refers to its module by name

@@ -18,7 +18,7 @@ def build(np, B, K, conv):
     return run
 
 
-# ---- kernel 0: k_f1489849f4d961eb924b.py (numba)
+# ---- kernel 0: k_5b7440a57efa4851243c.py (numba)
 @njit(void(In('float32', 1), In('float32', 1), In('float32', 1), Out('float32', 1)), cache=True, error_model='numpy')
 def kernel(a0, a1, a2, o0):
     n0, = o0.shape
