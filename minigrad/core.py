@@ -11,6 +11,8 @@ decides *how* a primitive runs, by looking at its arguments (no global mode):
 """
 from __future__ import annotations
 
+import re
+
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -72,6 +74,12 @@ class Primitive:
                  jvp: Callable | None = None, onnx: Callable | None = None, kernel: Callable | None = None):
         if kind not in ('primitive', 'node', 'compiler'):
             raise MinigradError(f"Primitive {name!r}: kind must be 'primitive', 'node' or 'compiler', got {kind!r}")
+        if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+            raise MinigradError(f'register_primitive: the name must be an identifier (letters, digits, _), got '
+                                f'{name!r}; names reach generated code and drawings')
+        if ufunc is not None and not (isinstance(ufunc, str) and re.fullmatch(r'[a-z_][a-z0-9_]*', ufunc)
+                                      and isinstance(getattr(np, ufunc, None), np.ufunc)):
+            raise MinigradError(f'Primitive {name!r}: ufunc must name a numpy ufunc (such as \'add\'), got {ufunc!r}')
         self.name, self.impl, self.shape_rule, self.vjp, self.kind = name, impl, shape_rule, vjp, kind
         self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
         self.doc, self.ufunc, self.view, self.emit = doc, ufunc, view, emit
