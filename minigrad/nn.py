@@ -239,7 +239,8 @@ class _TrainStep:
     optimizer updates as assign ops. Compiled once (``mg.compile``, or a Session as fallback)."""
 
     def __init__(self, model, key, xb, yb):
-        self.key, self.model, opt = key, model, model._optimizer
+        self.key, self.opt = key, model._optimizer      # not the model: no cycle through model._steps
+        opt = self.opt
         self.graph = g = Graph(name='train_step')
         with g.as_default():
             self.x = placeholder(xb.dtype, xb.shape, name='x')
@@ -276,7 +277,7 @@ class _TrainStep:
 
     def load(self):
         """Write the eager values (Parameters, optimizer state) into the graph's Variables."""
-        opt = self.model._optimizer
+        opt = self.opt
         vals = [o.data if k is None else opt._get_state(o)[k] for (o, k), _ in self.targets]
         self.values = [np.asarray(v, dtype=var.dtype) for v, (_, var) in zip(vals, self.targets)]
         for v, (_, var) in zip(self.values, self.targets):
@@ -295,7 +296,7 @@ class _TrainStep:
 
     def save(self):
         """Copy the Variables' latest values back to the eager Parameters and optimizer state."""
-        opt = self.model._optimizer
+        opt = self.opt
         for ((o, k), var), v in zip(self.targets, self.values):
             if k is None:
                 o.data = np.array(v, dtype=o.dtype)
