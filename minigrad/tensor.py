@@ -235,6 +235,17 @@ class Tensor(OpsMixin):
         return self.data.item()
 
     def numpy(self) -> np.ndarray:
+        """The value as a numpy array; read-only when the tensor requires grad (writing through it would
+        change a value the tape saved for backward without minigrad knowing, as PyTorch refuses too).
+
+        >>> import minigrad as mg
+        >>> mg.tensor([1.0], requires_grad=True).numpy().flags.writeable
+        False
+        """
+        if self._requires_grad:
+            view = self.data.view()
+            view.flags.writeable = False
+            return view
         return self.data
 
     def tolist(self):

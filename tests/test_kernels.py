@@ -106,6 +106,14 @@ def test_out_writes_into_the_callers_arrays(backend):
     assert all(a is b for a, b in zip(got, dst))
     for a, b in zip(dst, want):
         np.testing.assert_array_equal(a, b)
+    kept = [a.copy() for a in dst]
+    prog(*[x + 1 for x in xs])                  # a later call never writes into the caller's arrays
+    for a, k in zip(dst, kept):
+        np.testing.assert_array_equal(a, k)
+    with pytest.raises(mg.FeedError, match='shares memory with an input'):
+        prog(*xs, out=[dst[0], xs[1], dst[2]])
+    with pytest.raises(mg.FeedError, match='writeable C-contiguous'):
+        prog(*xs, out=[dst[0], np.empty((4, 4), np.float32).T, dst[2]])
     with pytest.raises(mg.FeedError, match=r"out\[1\] .* must be a float32 array of shape \(4, 4\)"):
         prog(*xs, out=[dst[0], np.empty((3, 4), np.float32), dst[2]])
     with pytest.raises(mg.FeedError, match='out= takes 3'):

@@ -85,7 +85,7 @@ class Codegen:
         if o.kind != 'temp':
             return None
         if o.buf is not None:
-            return f'b{o.buf}'
+            return self.name(o)
         if o.ref is not None:          # unknown shape: in place only if the shapes turn out equal
             r = self.name(o.ref)
             others = [self.name(i) for i in st.ins if i is not o.ref and i.shape != ()]
@@ -100,7 +100,7 @@ class Codegen:
             return self.assign(st, s, steps, args)
         out = self.out_buffer(st)
         self.out_dtype, self.in_dtypes = o.dtype, [i.dtype for i in st.ins]
-        self.out_buffers = [self.into_state.get(id(v), f'b{v.buf}') for v in st.outs
+        self.out_buffers = [self.into_state.get(id(v), self.name(v)) for v in st.outs
                             if v.kind == 'temp' and v.buf is not None]
         if prim is kernel_call:
             args = [self.kernel_arg(a, v) for a, v in zip(args, st.ins)]
@@ -141,13 +141,21 @@ class Codegen:
                              f"{self.dtype(var.dtype)})  # assign {_safe(var.name)}")
 
     # -- results
+    def bind_outputs(self, outputs):
+        """A result with a planned buffer is computed into o_k: that buffer, or with out= the caller's array."""
+        for k, v in enumerate(outputs):
+            if v.kind == 'temp' and v.buf is not None and id(v) not in self.names:
+                self.names[id(v)] = f'o{k}'
+                self.body.append(f'o{k} = b{v.buf} if O is None else O[{k}]  # {_safe(v.name)}')
+
     def returns(self, outputs, single):
         """Every returned value gets its own name, written before the return: the caller owns it.
         Trap: a buffer handed to the caller is replaced by a fresh one, so a duplicate or alias of
         the same value must copy the handed array (r_k), never the buffer name rebound after it."""
-        copy = self.fn('copyto')
-        self.body.append('if O is not None:  # out=: write into the caller\'s arrays')
-        self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)]
+        copy, direct = self.fn('copyto'), {self.names[id(v)] for v in outputs if v.kind == 'temp' and v.buf is not None}
+        self.body.append('if O is not None:  # out=: the results not computed into O already')
+        self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)
+                      if self.name(v) not in direct or self.name(v) != f'o{k}']
         self.body.append('    return O[0]' if single else '    return O')
         rets, handed = [], {}
         for k, v in enumerate(outputs):
@@ -155,7 +163,7 @@ class Codegen:
             if key in handed:
                 self.body.append(f"r_{k} = {self.fn('array')}({handed[key]})  # a second fetch of the same value")
             elif v.kind == 'temp' and v.buf is not None:
-                self.body.append(f"r_{k} = b{v.buf}; b{v.buf} = {self.fn('empty')}({v.shape!r}, "
+                self.body.append(f"r_{k} = {self.name(v)}; b{v.buf} = {self.fn('empty')}({v.shape!r}, "
                                  f'{self.dtype(v.dtype)})  # hand the buffer to the caller')
             else:     # a fresh array is the caller's; an input, constant, state or view is copied
                 self.body.append(f"r_{k} = {self.fn('asarray' if v.kind == 'temp' else 'array')}({self.name(v)})")
@@ -205,6 +213,7 @@ def generate(ivals, outputs, allv, steps, single):
     cg.into_state = _updates_in_place(steps, outputs)
     cg.inputs(ivals)
     cg.held(allv)
+    cg.bind_outputs(outputs)
     for s, st in enumerate(steps):
         cg.step(st, s, steps)
     rebound = cg.returns(outputs, single)

@@ -86,7 +86,7 @@ class Program:
         """Run with explicit Variable ``state`` (a list, updated by assigns); Session uses this.
         ``out``: arrays (one per output, or one array for a single output) to write results into."""
         if out is not None:
-            out = self._check_out(out)
+            out = self._check_out(out, arrays)
         try:
             with self._lock:
                 return self._run(*arrays, state, out)
@@ -95,7 +95,7 @@ class Program:
         except Exception as e:
             raise self._runtime_error(e) from None
 
-    def _check_out(self, out) -> list:
+    def _check_out(self, out, arrays) -> list:
         outs = [out] if self._single and isinstance(out, np.ndarray) else out
         if not isinstance(outs, (list, tuple)) or len(outs) != len(self.outputs):
             raise FeedError(f'Program: out= takes {len(self.outputs)} numpy array(s), one per output, got {out!r:.60}')
@@ -105,6 +105,13 @@ class Program:
                 got = f'{a.dtype} {fmt_shape(a.shape)}' if isinstance(a, np.ndarray) else type(a).__name__
                 raise FeedError(f"Program: out[{k}] for '{self.outputs[k].name}' must be a {s.dtype} array of shape "
                                 f'{fmt_shape(s.shape)}, got {got}')
+            if not (a.flags.c_contiguous and a.flags.writeable):
+                raise FeedError(f"Program: out[{k}] for '{self.outputs[k].name}' must be a writeable C-contiguous "
+                                f'array (np.empty(shape, dtype) is)')
+        for k, a in enumerate(outs):     # results are written while inputs are read: no overlaps
+            if any(np.may_share_memory(a, b) for b in outs[k + 1:] + [x for x in arrays if isinstance(x, np.ndarray)]):
+                raise FeedError(f'Program: out[{k}] shares memory with an input or another out array; give each '
+                                f'result its own array')
         return list(outs)
 
     def _runtime_error(self, exc) -> ShapeError:

@@ -6,7 +6,7 @@ def build(np, B, K, conv):
     c1 = K[1]  # second
     def run(S, O):
         v2, v3, v4, = K[2](c0, c1, **K[3])  # while = while
-        if O is not None:  # out=: write into the caller's arrays
+        if O is not None:  # out=: the results not computed into O already
             np_copyto(O[0], v2)
             np_copyto(O[1], v3)
             return O

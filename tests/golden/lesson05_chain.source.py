@@ -14,14 +14,14 @@ def build(np, B, K, conv):
     def run(v0, S, O):
         nonlocal b0
         if v0.__class__ is not ndarray or v0.dtype != dt_float32 or v0.shape != (4,): v0 = conv(0, v0)  # x
+        o0 = b0 if O is None else O[0]  # pow
         np_multiply(v0, c2, out=b0)  # mul_1 = mul
         np_exp(b0, out=b0)  # exp = exp
         np_add(b0, b0, out=b0)  # add = add
         np_add(b0, c3, out=b0)  # add_1 = add
-        np_power(b0, c1, out=b0)  # pow = pow
-        if O is not None:  # out=: write into the caller's arrays
-            np_copyto(O[0], b0)
+        np_power(b0, c1, out=o0)  # pow = pow
+        if O is not None:  # out=: the results not computed into O already
             return O[0]
-        r_0 = b0; b0 = np_empty((4,), dt_float32)  # hand the buffer to the caller
+        r_0 = o0; b0 = np_empty((4,), dt_float32)  # hand the buffer to the caller
         return r_0
     return run

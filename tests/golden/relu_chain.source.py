@@ -16,14 +16,14 @@ def build(np, B, K, conv):
         if v2.__class__ is not ndarray or v2.dtype != dt_float32 or v2.shape != (8,): v2 = conv(2, v2)  # c
         if v3.__class__ is not ndarray or v3.dtype != dt_float32 or v3.shape != (8,): v3 = conv(3, v3)  # d
         if v4.__class__ is not ndarray or v4.dtype != dt_float32 or v4.shape != (8,): v4 = conv(4, v4)  # e
+        o0 = b1 if O is None else O[0]  # add_1
         np_multiply(v0, v1, out=b0)  # add:mul = mul
         np_add(b0, v2, out=b0)  # add = add
         np_fmax(b0, 0, out=b1); np_add(b1, 0, out=b1)  # where = relu
         np_multiply(b1, v3, out=b1)  # mul_1 = mul
-        np_subtract(b1, v4, out=b1)  # add_1 = sub
-        if O is not None:  # out=: write into the caller's arrays
-            np_copyto(O[0], b1)
+        np_subtract(b1, v4, out=o0)  # add_1 = sub
+        if O is not None:  # out=: the results not computed into O already
             return O[0]
-        r_0 = b1; b1 = np_empty((8,), dt_float32)  # hand the buffer to the caller
+        r_0 = o0; b1 = np_empty((8,), dt_float32)  # hand the buffer to the caller
         return r_0
     return run
