@@ -189,7 +189,8 @@ def cond(pred, true_fn, false_fn):
             raise GraphError(f'cond: the predicate must be a scalar, got {describe(pred)}')
         return true_fn() if bool(pred) else false_fn()
     t_single = []
-    outs = _cond_build(pred, _remember(true_fn, t_single), false_fn)
+    with pred.graph.atomic():
+        outs = _cond_build(pred, _remember(true_fn, t_single), false_fn)
     return outs[0] if t_single[0] else tuple(outs)
 
 
@@ -327,6 +328,11 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
             steps += 1
         return vs[0] if single else type(loop_vars)(vs)
     outer = _outer_graph(*vs)
+    with outer.atomic():
+        return _while_build(outer, cond, body, vs, loop_vars, single, limit, name)
+
+
+def _while_build(outer, cond, body, vs, loop_vars, single, limit, name):
     with outer.as_default():
         vs = [outer.lift(v) for v in vs]
     avals = [Aval(v.shape, v.dtype) for v in vs]

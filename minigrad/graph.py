@@ -349,6 +349,18 @@ class Graph:
         return self
 
     @contextlib.contextmanager
+    def atomic(self):
+        """Undo what the block added to this graph if it raises: a failing mg.gradients, cond or
+        while_loop leaves the graph exactly as it was (nodes, names, captures)."""
+        n, names, caps, grads = len(self.nodes), dict(self._names), len(self.captures), set(self.grad_nodes)
+        try:
+            yield self
+        except BaseException:
+            del self.nodes[n:], self.captures[caps:]
+            self._names, self.grad_nodes = names, grads
+            raise
+
+    @contextlib.contextmanager
     def as_default(self):
         """Make this the graph that placeholder/constant/Variable and ops on them use."""
         _local.stack.append(self)
@@ -569,7 +581,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
     elif not isinstance(grad_ys, (list, tuple)):
         grad_ys = [grad_ys]
     start = len(g.nodes)
-    with g.as_default():
+    with g.atomic(), g.as_default():
         # values that depend on some x: only those need (and get) cotangents
         x_ids = {id(x) for x in xs}
         live = set(x_ids)

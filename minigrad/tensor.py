@@ -521,12 +521,17 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
             out = core.apply(node.prim, *saved, **node.params) if node.prim.saves_out else None
         else:
             out = node.out
-        if not retain_graph:
-            node.saved = node.out = None        # free the saved arrays as early as possible
-        return zip(parents, node.prim.vjp(tuple([p is not None for p in parents]), g, out, *saved, **node.params))
+        try:
+            grads = node.prim.vjp(tuple([p is not None for p in parents]), g, out, *saved, **node.params)
+        except Exception as e:          # re-raised, naming the op: the tape is still whole
+            raise BackwardError(f"backward(): the VJP of '{node.prim.name}' failed: {type(e).__name__}: {e}") from e
+        return zip(parents, grads)
 
     with (enable_grad() if create_graph else no_grad()):
         reverse_sweep(order, ct, None, call_vjp)
+        if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
+            for node in order:
+                node.saved = node.out = None
         given = set()       # two leaves must never share one gradient array
         for leaf in leaves:
             g = ct.get(id(leaf))
