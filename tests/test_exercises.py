@@ -232,6 +232,13 @@ WRONG = {
         "5": [("saving = eager_s - compiled_s\nif saving <= 0:\n    return float('inf')\nreturn compile_s / saving",
                "math.ceil"),
               ("return math.ceil(compile_s / (eager_s - compiled_s))", "float('inf')")],
+        "6": [({1: "on_numpy, on_numba = chain_program(n_ops, n, 'numpy'), chain_program(n_ops, n, 'numba')\n"
+                   "return median_time(lambda: on_numba(x), repeat) / median_time(lambda: on_numpy(x), repeat)"},
+               "the slower by the faster"),
+              ({1: "on_numpy, on_numba = chain_program(n_ops, n, 'numpy'), chain_program(n_ops, n, 'numpy')\n"
+                   "return median_time(lambda: on_numpy(x), repeat) / median_time(lambda: on_numba(x), repeat)"},
+               "one program per backend"),
+              ({0: "return '16'"}, "a positive number")],
     },
     "09_higher_order_exercises": {
         "9.1": [("return 3.0 * x * x", "times the tangent of x"),

@@ -16,8 +16,10 @@ process loads a kernel in milliseconds instead of compiling it again.
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import importlib.util
+import keyword
 import os
 import re
 import sys
@@ -89,7 +91,35 @@ def _index(shape, full, ivars) -> str:
     return '[' + ', '.join(idx) + ']' if idx else '[()]'
 
 
-def kernel_source(graph, layouts) -> str:
+_RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {'np', 'njit', 'types', 'void', 'In', 'Out', 'kernel'}
+
+
+def _namer(readable):
+    """Local variable names: the values' own names (made identifiers) when readable, else x0, t3, ...
+    (the neutral form is what is hashed and compiled, so equal loops share one cached kernel)."""
+    used = set()
+
+    def name(value, neutral):
+        if not readable:
+            return neutral
+        base = re.sub(r'\W', '_', str(value.name)) or 'v'
+        if base[0].isdigit() or base in _RESERVED or re.fullmatch(r'[aon]\d+|i\d*', base):
+            base = 'v_' + base
+        cand, k = base, 1
+        while cand in used:
+            cand, k = f'{base}_{k}', k + 1
+        used.add(cand)
+        return cand
+    return name
+
+
+def _note(local, name, op=None) -> str:
+    """The comment after a line: the op, and the value's name when the local differs from it."""
+    said = [] if local == name else [_safe(name) + (' =' if op else '')]
+    return '  # ' + ' '.join(said + ([op] if op else [])) if said or op else ''
+
+
+def kernel_source(graph, layouts, readable=False) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
     whose results have one shape; ``layouts`` gives each input's numba layout ('C' or 'A')."""
     if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
@@ -98,23 +128,23 @@ def kernel_source(graph, layouts) -> str:
     flat = all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
                for s, lay in zip(graph.inputs, layouts))
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
-    names, ctx = {}, _Ctx()
+    names, ctx, local = {}, _Ctx(), _namer(readable)
     ins = [f'a{k}' for k in range(len(graph.inputs))]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
     hoisted, loads, body = [], [], []
     for k, s in enumerate(graph.inputs):
-        names[id(s)] = f'x{k}'
+        x = names[id(s)] = local(s, f'x{k}')
         ix = _index(tuple(s.shape), full, ivars)
-        (loads if any(v in ix for v in ivars) else hoisted).append(f'x{k} = a{k}{ix}  # {_safe(s.name)}')
+        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = a{k}{ix}' + _note(x, s.name))
     for n, node in enumerate(graph.nodes):
         if node.prim is PLACEHOLDER:
             continue
         o = node.outputs[0]
         ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
-        names[id(o)] = f't{n}'
-        body.append(f't{n} = {_convert(node.prim.kernel(args, node.params, ctx), o.dtype)}'
-                    f'  # {_safe(o.name)} = {node.prim.name}')
+        t = names[id(o)] = local(o, f't{n}')
+        body.append(f'{t} = {_convert(node.prim.kernel(args, node.params, ctx), o.dtype)}'
+                    + _note(t, o.name, node.prim.name))
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs)]
     sig = ', '.join(f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
@@ -174,8 +204,8 @@ def build_kernel(graph, layouts) -> Kernel:
     """Generate, write, import and compile the loop kernel for `graph` (see kernel_source)."""
     if numba is None:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
-    src = kernel_source(graph, layouts)
-    code = _HEADER + re.sub(r'  # .*', '', src)     # without the names in comments: one file per loop
+    src = kernel_source(graph, layouts, readable=True)
+    code = _HEADER + re.sub(r'  # .*', '', kernel_source(graph, layouts))   # neutral names: one file per loop
     key = hashlib.sha1(code.encode()).hexdigest()[:20]
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()

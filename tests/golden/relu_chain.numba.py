@@ -25,13 +25,13 @@ def build(np, B, K, conv):
 def kernel(a0, a1, a2, a3, a4, o0):
     n0, = o0.shape
     for i in range(n0):
-        x0 = a0[i]  # a
-        x1 = a1[i]  # b
-        x2 = a2[i]  # c
-        x3 = a3[i]  # d
-        x4 = a4[i]  # e
-        t3 = np.float32(x0 * x1 + x2)  # add = fma
-        t4 = np.float32(t3 if t3 > np.float32(0) else np.float32(0))  # where = relu
-        t6 = np.float32(t4 * x3)  # mul_1 = mul
-        t8 = np.float32(t6 - x4)  # add_1 = sub
-        o0[i] = t8
+        a = a0[i]
+        b = a1[i]
+        c = a2[i]
+        d = a3[i]
+        e = a4[i]
+        add = np.float32(a * b + c)  # fma
+        where = np.float32(add if add > np.float32(0) else np.float32(0))  # relu
+        mul_1 = np.float32(where * d)  # mul
+        add_1 = np.float32(mul_1 - e)  # sub
+        o0[i] = add_1

@@ -23,9 +23,9 @@ def build(np, B, K, conv):
 def kernel(a0, a1, a2, o0):
     n0, = o0.shape
     for i in range(n0):
-        x0 = a0[i]  # w
-        x1 = a1[i]  # x
-        x2 = a2[i]  # b
-        t2 = np.float32(x0 * x1)  # add:mul = mul
-        t4 = np.float32(t2 + x2)  # add = add
-        o0[i] = t4
+        w = a0[i]
+        x = a1[i]
+        b = a2[i]
+        add_mul = np.float32(w * x)  # add:mul = mul
+        add = np.float32(add_mul + b)  # add
+        o0[i] = add
