@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .errors import ShapeError, MinigradError
+from .errors import ShapeError, MinigradError, InputError
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -215,6 +215,25 @@ def describe(x) -> str:
     shp = 'unknown shape' if av.shape is None else f'shape {fmt_shape(av.shape)}'
     label = f"{kind} '{name}'" if name else kind
     return f'{label} ({shp}, {av.dtype})'
+
+
+def value_array(data, what: str, dtype=None) -> np.ndarray:
+    """`data` as a numpy array of bool, integer or float values, or an InputError naming `what`.
+
+    >>> value_array([1, 2], 'mg.tensor').tolist()
+    [1, 2]
+    """
+    if data is None or isinstance(data, (str, bytes, dict, set)):
+        raise InputError(f'{what}: expected a number, a bool, a (nested) list of them or a numpy array, '
+                         f'got {type(data).__name__} {str(data)[:40]!r}')
+    try:
+        arr = np.array(data, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as e:   # ragged lists, huge ints, unknown dtypes
+        raise InputError(f'{what}: cannot make an array of {type(data).__name__} {str(data)[:40]!r}'
+                         + (f' as {dtype}' if dtype is not None else '') + f': {e}') from None
+    if arr.dtype.kind not in 'biuf':
+        raise InputError(f'{what}: got values of dtype {arr.dtype}; expected bool, integer or float values')
+    return arr
 
 
 def fmt_shape(shape) -> str:

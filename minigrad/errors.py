@@ -28,3 +28,8 @@ class BackwardError(MinigradError, RuntimeError):
 
 class ForwardError(MinigradError, ValueError):
     """mg.jvp / jacfwd / jacrev given what they cannot differentiate (structure, dtype, a missing rule)."""
+
+
+class InputError(MinigradError, TypeError, ValueError):
+    """A value of the wrong kind given to a public function (None, a string, an object array, a negative
+    learning rate, ...); also a TypeError and a ValueError, so code catching those keeps working."""

@@ -10,7 +10,7 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, DEFAULT_FLOAT
+from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, DEFAULT_FLOAT
 from .errors import GraphError, ShapeError
 
 
@@ -96,6 +96,7 @@ def maximum(x, y):
 def minimum(x, y):
     """Elementwise min, composed as -max(-x, -y)."""
     x, y = _lift(x, y)
+    broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)     # errors name minimum, not maximum
     return P.neg(P.maximum(negative(x), negative(y)))
 
 

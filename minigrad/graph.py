@@ -489,30 +489,25 @@ def constant(value, dtype=None, name=None, graph=None) -> Symbol:
         value = value.data
     if isinstance(value, Symbol):
         raise GraphError(f"mg.constant: '{value.name}' is already a Symbol; use it directly")
-    if dtype is None and not isinstance(value, (np.ndarray, np.generic)):   # numpy scalars keep their dtype
-        arr = np.asarray(value)
-        if arr.dtype == np.float64:
-            arr = arr.astype(DEFAULT_FLOAT)
-    else:
-        arr = np.array(value, dtype=dtype)
-    arr = np.array(arr)                       # own copy: later changes to `value` do not leak in
-    arr.setflags(write=False)
+    arr = _graph_value(value, dtype, 'mg.constant')
     return g.add_node(CONSTANT, [], {'value': arr}, [Aval(arr.shape, arr.dtype)],
                       name=_check_name(name) or 'const')[0]
+
+
+def _graph_value(value, dtype, what) -> np.ndarray:
+    """A constant's or Variable's own read-only copy; Python floats become float32, numpy values keep their dtype."""
+    arr = core.value_array(value, what, dtype)
+    if dtype is None and arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
+        arr = arr.astype(DEFAULT_FLOAT)
+    arr.setflags(write=False)
+    return arr
 
 
 def Variable_(initial_value, name=None, dtype=None) -> Variable:
     g = get_default_graph()
     if isinstance(initial_value, core.hooks.tensor_type):
         initial_value = initial_value.data
-    if dtype is None and not isinstance(initial_value, (np.ndarray, np.generic)):
-        arr = np.asarray(initial_value)
-        if arr.dtype == np.float64:
-            arr = arr.astype(DEFAULT_FLOAT)
-    else:
-        arr = np.array(initial_value, dtype=dtype)
-    arr = np.array(arr)
-    arr.setflags(write=False)
+    arr = _graph_value(initial_value, dtype, 'mg.Variable')
     return g.add_node(VARIABLE, [], {'initial_value': arr}, [Aval(arr.shape, arr.dtype)],
                       name=_check_name(name) or 'Variable')[0]
 

@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 from . import functional as F
-from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes
-from .errors import MinigradError, ShapeError
+from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array
+from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients
 from .tensor import Tensor, tensor, rng, no_grad
 
@@ -30,7 +30,7 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __init__(self, data, requires_grad=True, name=None):
-        arr = np.asarray(data.data if isinstance(data, Tensor) else data)
+        arr = value_array(data.data if isinstance(data, Tensor) else data, 'mg.nn.Parameter')
         super().__init__(arr, dtype=arr.dtype if arr.dtype.kind == 'f' else DEFAULT_FLOAT,
                          requires_grad=requires_grad, name=name)
 
@@ -442,9 +442,7 @@ class MSELoss(Module):
 
     def __init__(self, reduction='mean'):
         super().__init__()
-        if reduction not in ('mean', 'sum'):
-            raise ValueError(f"MSELoss: reduction must be 'mean' or 'sum', got {reduction!r}")
-        self.reduction = reduction
+        self.reduction = _reduction('MSELoss', reduction)
 
     def forward(self, pred, target):
         ps, ts = getattr(pred, 'shape', None), getattr(target, 'shape', np.shape(target))
@@ -453,31 +451,56 @@ class MSELoss(Module):
             raise ShapeError(f'MSELoss: prediction {fmt_shape(ps)} and target {fmt_shape(ts)} would broadcast '
                              f'to {fmt_shape(b)}; reshape the target to {fmt_shape(ps)}')
         d = pred - target
-        return (d * d).mean() if self.reduction == 'mean' else (d * d).sum()
+        return _reduce(d * d, self.reduction)
 
     def extra_repr(self):
         return f'reduction={self.reduction!r}'
 
 
+def _reduction(who, reduction):
+    if reduction not in ('mean', 'sum', 'none'):
+        raise InputError(f"{who}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return reduction
+
+
+def _reduce(per_item, reduction):
+    return per_item.mean() if reduction == 'mean' else per_item.sum() if reduction == 'sum' else per_item
+
+
+def _check_targets(logits, target, C):
+    """Class indices: integers in [0, C), one per row of the logits (values checked when known)."""
+    if target.dtype.kind not in 'iu':
+        raise InputError(f'CrossEntropyLoss: targets must be integer class indices, got dtype {target.dtype} '
+                         f'(for one-hot or probabilities, use -(p * mg.log_softmax(logits, axis=-1)).sum(-1))')
+    ls, ts = logits.shape, target.shape
+    if ls is not None and ts is not None and None not in ls[:-1] + ts and tuple(ts) != tuple(ls[:-1]):
+        raise ShapeError(f'CrossEntropyLoss: logits {fmt_shape(ls)} need targets of shape {fmt_shape(ls[:-1])}, '
+                         f'got {fmt_shape(ts)}')
+    if isinstance(target, Tensor) and target.data.size and not (0 <= target.data.min() and target.data.max() < C):
+        raise InputError(f'CrossEntropyLoss: targets must be class indices in [0, {C}), got values from '
+                         f'{target.data.min()} to {target.data.max()}')
+
+
 class CrossEntropyLoss(Module):
     """-log softmax(logits)[target], averaged; logits (N, C), integer targets (N,). Stable for large
-    logits (log_softmax subtracts the max). One-hot by comparison, so it also works on Symbols."""
+    logits (log_softmax subtracts the max). One-hot by comparison, so it also works on Symbols.
+    ``reduction``: 'mean', 'sum' or 'none' (one loss per row)."""
 
     def __init__(self, reduction='mean'):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = _reduction('CrossEntropyLoss', reduction)
 
     def forward(self, logits, target):
         if not isinstance(target, (Tensor, Symbol)):
-            target = tensor(np.asarray(target, dtype=np.int64))
+            target = tensor(value_array(target, 'CrossEntropyLoss target'))
         C = logits.shape[-1] if logits.shape is not None else None
         if C is None:
             raise ShapeError('CrossEntropyLoss: the number of classes (last dim of the logits) must be known')
+        _check_targets(logits, target, C)
         logp = F.log_softmax(logits, axis=-1)
         onehot = F.cast(F.equal(target.reshape(-1, 1) if target.shape is not None and None not in target.shape
                                 else target[:, None], np.arange(C)), logp.dtype)
-        nll = -(logp * onehot).sum(axis=-1)
-        return nll.mean() if self.reduction == 'mean' else nll.sum()
+        return _reduce(-(logp * onehot).sum(axis=-1), self.reduction)
 
 
 LOSSES = {'mse': MSELoss, 'mean_squared_error': MSELoss, 'cross_entropy': CrossEntropyLoss,

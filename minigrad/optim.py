@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tensor import no_grad
+from .errors import InputError
+from .tensor import Tensor, no_grad
 
 
 class Optimizer:
@@ -17,12 +18,20 @@ class Optimizer:
     defaults: dict = {}
 
     def __init__(self, params, lr):
+        who = type(self).__name__
+        if isinstance(params, Tensor) or not hasattr(params, '__iter__'):
+            raise InputError(f'{who}: params must be a list of Parameters (model.parameters()), got {type(params).__name__}')
         self.params = list(params)
         if not self.params:
-            raise ValueError(f'{type(self).__name__}: got an empty parameter list (did you pass '
-                             f'model.parameters() of a model without layers?)')
-        if lr < 0:
-            raise ValueError(f'{type(self).__name__}: invalid learning rate {lr}')
+            raise InputError(f'{who}: got an empty parameter list (did you pass model.parameters() of a model '
+                             f'without layers?)')
+        for k, p in enumerate(self.params):
+            if not isinstance(p, Tensor) or not p.requires_grad:
+                raise InputError(f'{who}: params[{k}] is {type(p).__name__}' + (' that does not require grad'
+                                 if isinstance(p, Tensor) else '') + '; expected Parameters (or tensors with '
+                                 f'requires_grad=True)')
+        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.integer, np.floating)) or not lr >= 0:
+            raise InputError(f'{who}: the learning rate must be a number >= 0, got {lr!r}')
         self.lr = lr
         self.state: list[dict] = [{} for _ in self.params]
         self._index = {id(p): i for i, p in enumerate(self.params)}
@@ -111,5 +120,5 @@ def get(optimizer, params) -> Optimizer:
         return optimizer
     if isinstance(optimizer, str) and optimizer.lower() in OPTIMIZERS:
         return OPTIMIZERS[optimizer.lower()](params)
-    raise ValueError(f'unknown optimizer {optimizer!r}; valid names: {", ".join(OPTIMIZERS)} '
+    raise InputError(f'unknown optimizer {optimizer!r}; valid names: {", ".join(OPTIMIZERS)} '
                      f'(or pass an optimizer, e.g. mg.optim.SGD(model.parameters(), lr=0.1))')

@@ -7,7 +7,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .core import fmt_shape, describe
-from .errors import FeedError, GraphError
+from .errors import FeedError, GraphError, InputError
 from .graph import Graph, Symbol, get_default_graph, needed_nodes, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error
 
@@ -30,6 +30,8 @@ class Session:
     CACHE_SIZE = 32
 
     def __init__(self, graph: Graph | None = None, backend: str | None = None):
+        if graph is not None and not isinstance(graph, Graph):
+            raise InputError(f'Session: expected a Graph (mg.Session(graph)), got {type(graph).__name__}')
         self.graph = graph if graph is not None else get_default_graph()
         self.state: dict[int, np.ndarray] = {}      # id(variable node) -> current value
         self._programs: OrderedDict = OrderedDict()  # (fetch ids, feed signature) -> Program, oldest first

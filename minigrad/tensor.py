@@ -416,8 +416,7 @@ def _to_array(data, dtype=None) -> np.ndarray:
     if getattr(data, '__module__', '').startswith('minigrad.graph') or type(data).__name__ == 'Symbol':
         from .errors import GraphError
         raise GraphError('cannot make a Tensor from a Symbol: a Symbol has no value until Session.run')
-    arr = np.array(data, dtype=dtype)
-    return arr
+    return core.value_array(data, 'mg.tensor', dtype)
 
 
 # ------------------------------------------------------------------ eager interpreter
@@ -608,13 +607,6 @@ def rng() -> np.random.Generator:
     return _Rng.gen
 
 
-def _default_dtype(data):
-    a = np.asarray(data.data if isinstance(data, Tensor) else data)
-    if a.dtype.kind == 'f' and not isinstance(data, np.ndarray):
-        return DEFAULT_FLOAT          # Python floats become float32, as in PyTorch
-    return None
-
-
 def tensor(data, dtype=None, requires_grad=False, name=None) -> Tensor:
     """Make a tensor. Python floats give float32, ints int64, bools bool; numpy arrays keep their dtype.
 
@@ -624,7 +616,10 @@ def tensor(data, dtype=None, requires_grad=False, name=None) -> Tensor:
     """
     if isinstance(data, Tensor):
         data = data.data
-    t = Tensor._make(_to_array(data, dtype if dtype is not None else _default_dtype(data)))
+    arr = _to_array(data, dtype)
+    if dtype is None and arr.dtype.kind == 'f' and not isinstance(data, np.ndarray):
+        arr = arr.astype(DEFAULT_FLOAT)          # Python floats become float32, as in PyTorch
+    t = Tensor._make(arr)
     t.name = name
     t.requires_grad = requires_grad
     return t

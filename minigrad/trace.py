@@ -29,7 +29,7 @@ import numpy as np
 from . import core
 from .core import PRIMITIVES, fmt_shape
 from .core import Aval
-from .errors import TraceError, FeedError, MinigradError
+from .errors import TraceError, FeedError, MinigradError, InputError
 from .graph import Graph, Symbol, Variable, placeholder, constant, PLACEHOLDER, VARIABLE, CONSTANT
 from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor
@@ -484,4 +484,6 @@ def jit(fn, cache_size=JitFunction.CACHE_SIZE, backend=None) -> JitFunction:
     >>> float(mg.jit(lambda x: (x * x).sum())(np.arange(3.0)))
     5.0
     """
+    if not callable(fn):
+        raise InputError(f'mg.jit: expected a function to trace, got {type(fn).__name__}')
     return JitFunction(fn, cache_size, backend)

@@ -122,6 +122,8 @@ def compile(outputs, inputs=(), passes=None, *, input_shapes=None, backend=None)
     gives numpy values (one array for a single Symbol, else a list)."""
     backend = _backend(backend)
     single = isinstance(outputs, Symbol)
+    if not single and not isinstance(outputs, (list, tuple)):
+        raise GraphError(f'compile: outputs must be a Symbol or a list of Symbols, got {type(outputs).__name__}')
     outs = [outputs] if single else list(outputs)
     inputs = [inputs] if isinstance(inputs, Symbol) else list(inputs)
     if not outs:

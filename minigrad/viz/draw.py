@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from ..core import PRIMITIVES
-from ..errors import MinigradError
+from ..errors import MinigradError, InputError
 
 ROLE_STYLE = {   # role -> graphviz attributes of a data vertex
     'value': dict(fillcolor='white'),
@@ -609,8 +609,8 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
     else:
         gf = _as_graph(obj)
         if gf is None:
-            raise TypeError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
-                            f'traced function or Program')
+            raise InputError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
+                             f'traced function or Program')
         d, _ = from_graph(gf[0], gf[1], vals)
         if color_by == 'buffer':
             bm = buffer_map(obj, gf[0]) if hasattr(obj, 'memory') else {}

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ..errors import MinigradError
+from ..errors import MinigradError, InputError
 from ..graph import PLACEHOLDER, VARIABLE, CONSTANT
 from ..control import WHILE, WHILE_GRAD
 from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
@@ -334,7 +334,10 @@ class Stepper(_Player):
     def _from_graph(obj, feed_dict, fetch):
         from ..graph import Graph, Symbol
         from ..interpreter import evaluate, needed_nodes
-        g = obj if isinstance(obj, Graph) else obj.graph if isinstance(obj, Symbol) else getattr(obj, 'graph')
+        g = obj if isinstance(obj, Graph) else obj.graph if isinstance(obj, Symbol) else getattr(obj, 'graph', None)
+        if not isinstance(g, Graph):
+            raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
+                             f'a Symbol, a traced function or a Program')
         fetch = fetch if fetch is not None else obj if isinstance(obj, Symbol) else (g.outputs or None)
         fetch = [fetch] if isinstance(fetch, Symbol) else list(fetch) if fetch else \
             [o for o in g.nodes[-1].outputs]
