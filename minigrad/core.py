@@ -211,7 +211,10 @@ def describe(x) -> str:
     kind = type(x).__name__
     if isinstance(x, (int, float, bool)):
         return f'scalar {x!r}'
-    av = aval_of(x)
+    try:
+        av = aval_of(x)
+    except (ValueError, TypeError):      # a ragged list and the like: say what it is
+        return f'{kind} {str(x)[:40]!r}'
     shp = 'unknown shape' if av.shape is None else f'shape {fmt_shape(av.shape)}'
     label = f"{kind} '{name}'" if name else kind
     return f'{label} ({shp}, {av.dtype})'
@@ -306,7 +309,11 @@ def normalize_axes(axis, ndim: int | None, op: str) -> tuple | None:
     """axis (None/int/tuple) -> sorted tuple of non-negative axes (None = all)."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis) if isinstance(axis, (tuple, list)) else None
+    if axes is None or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+        raise InputError(f'{op}: axis must be None, an int or a tuple of ints, got {axis!r}')
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f'{op}: axis {axis} repeats an axis')
     if ndim is None:
         if any(a < 0 for a in axes):
             raise ShapeError(f'{op}: negative axis {axis} needs a known rank; give the placeholder a shape')

@@ -10,8 +10,8 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, DEFAULT_FLOAT
-from .errors import GraphError, ShapeError
+from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, value_array, DEFAULT_FLOAT
+from .errors import GraphError, ShapeError, InputError
 
 
 def _is_value(x) -> bool:
@@ -217,6 +217,8 @@ def reshape(x, *shape):
     (x,) = _lift(x)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+        raise InputError(f'reshape: the shape must be ints (one may be -1), got {shape!r}')
     return P.reshape(x, shape=tuple(int(d) for d in shape))
 
 
@@ -243,6 +245,8 @@ def matmul(x, y):
 
 
 def concatenate(xs, axis=0):
+    if not len(xs):
+        raise ShapeError('concatenate: needs at least one input, got an empty list')
     xs = _lift(*xs)
     return P.concatenate(*xs, axis=axis)
 
@@ -286,7 +290,7 @@ def _index(idx):
         if isinstance(i, hooks.tensor_type):
             i = i.data
         if isinstance(i, list):
-            i = np.asarray(i)
+            i = value_array(i, 'an index list')
             if i.size == 0:             # x[[]]: an empty int index (np.asarray([]) is float64)
                 i = i.astype(np.int64)
         if isinstance(i, np.ndarray):

@@ -510,7 +510,7 @@ LOSSES = {'mse': MSELoss, 'mean_squared_error': MSELoss, 'cross_entropy': CrossE
 def get_loss(loss):
     if isinstance(loss, str):
         if loss.lower() not in LOSSES:
-            raise ValueError(f'unknown loss {loss!r}; valid names: {", ".join(LOSSES)} (or pass a loss Module '
+            raise InputError(f'unknown loss {loss!r}; valid names: {", ".join(LOSSES)} (or pass a loss Module '
                              f'or function)')
         return LOSSES[loss.lower()]()
     if not callable(loss):

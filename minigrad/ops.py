@@ -673,6 +673,8 @@ matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp, lower=_lower_matmu
 
 
 def _concat_rule(*xs, axis=0):
+    if not xs:
+        raise ShapeError('concatenate: needs at least one input, got an empty list')
     if any(x.shape is None for x in xs):
         return Aval(None, np.result_type(*[x.dtype for x in xs]))
     nd = len(xs[0].shape)

@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import fmt_shape, describe
+from .core import fmt_shape, describe, value_array
 from .errors import FeedError, GraphError, InputError
 from .graph import Graph, Symbol, get_default_graph, needed_nodes, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error
@@ -115,7 +115,7 @@ class Session:
                 raise FeedError(f"feed_dict value for '{k.name}' is a Symbol; feed concrete values (numbers, "
                                 f'lists, numpy arrays)')
             v = getattr(v, 'data', v) if type(v).__name__ in ('Tensor', 'Parameter') else v
-            arr = np.asarray(v)
+            arr = value_array(v, f"feed_dict value for '{k.name}'")
             if arr.dtype != k.dtype:
                 if not np.can_cast(arr.dtype, k.dtype, 'same_kind') and not (
                         arr.dtype.kind in 'iub' and k.dtype.kind == 'f'):
