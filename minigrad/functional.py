@@ -49,7 +49,7 @@ def negative(x):
     if isinstance(x, (int, float)):
         return -x
     if isinstance(x, (np.ndarray, list, tuple)):
-        return np.negative(x)
+        return np.negative(value_array(x, 'negative'))
     return P.neg(x)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from . import core, ops as P
 from .autodiff import reverse_sweep
 from .core import describe, shape_error, DEFAULT_FLOAT
-from .errors import BackwardError, MinigradError, ShapeError
+from .errors import BackwardError, InputError, MinigradError, ShapeError
 from .functional import OpsMixin, negative
 
 
@@ -435,6 +435,9 @@ def eager_apply(prim, args, params):
         raise shape_error(prim, args, params, e) from None
     if type(out) is not np.ndarray:
         out = np.asarray(out)
+    if out.dtype.kind == 'O':           # an operand was an object array: numpy would compute nonsense
+        raise InputError(f'{prim.name}: an operand holds Python objects ({", ".join(describe(a) for a in args)}); '
+                         f'use numbers, bools or numeric arrays')
     t = _new(Tensor)
     t.data, t.grad, t.name, t.grad_fn, t._requires_grad = out, None, None, None, False
     if state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
