@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import operator
+import os
+import sys
 import threading
 
 import numpy as np
@@ -163,15 +165,37 @@ def _check_assign(var, value) -> Aval:
     return Aval(var.shape, var.dtype)
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_line():
+    """(file, line) of the innermost frame outside the minigrad package: the learner's code."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f = f.f_back
+    return None if f is None else (f.f_code.co_filename, f.f_lineno)
+
+
+def where_text(node) -> str:
+    """'defined at file.py:12' for a node that knows where it was built, else ''."""
+    w = getattr(node, 'where', None)
+    if not w:
+        return ''
+    if 'ipykernel_' in w[0] or w[0].startswith('<ipython-input'):     # Jupyter runs each cell as its own file
+        return f'defined at line {w[1]} of its notebook cell'
+    return f'defined at {os.path.basename(w[0])}:{w[1]}'
+
+
 class Node:
     """One operation in a Graph: ``op`` (primitive name), ``inputs``/``outputs`` (Symbols), ``params``;
     ``index`` is its position when it was added (a topological order)."""
-    __slots__ = ('prim', 'inputs', 'outputs', 'params', 'graph', 'index', '__weakref__')
+    __slots__ = ('prim', 'inputs', 'outputs', 'params', 'graph', 'index', 'where', '__weakref__')
 
     def __init__(self, prim, inputs, params, graph, index=0):
         self.prim, self.inputs, self.params, self.graph = prim, list(inputs), dict(params), graph
         self.outputs: list[Symbol] = []
         self.index = index
+        self.where = user_line()     # (file, line) that built it: errors and drawings point there
 
     op = property(lambda self: self.prim.name)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .core import fmt_shape
 from .errors import FeedError, MinigradError, ShapeError
-from .graph import Graph, Symbol, Node, needed_nodes, PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN  # noqa: F401
+from .graph import Graph, Symbol, Node, needed_nodes, where_text, PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN  # noqa: F401
 
 
 def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:
@@ -52,10 +52,10 @@ def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, sta
         try:
             res = node.prim.impl(*vals, **node.params)
         except MinigradError as e:
-            raise type(e)(f'{e}\n  (while running node `{graph.format_node(node)}`)') from None
+            raise type(e)(f'{e}\n  (while running node `{graph.format_node(node)}`, {where_text(node)})') from None
         except Exception as e:
             shapes = ', '.join(f'{i.name}: {np.shape(v)}' for i, v in zip(node.inputs, vals))
-            raise ShapeError(f'running node `{graph.format_node(node)}` failed with the fed values '
+            raise ShapeError(f'running node `{graph.format_node(node)}` ({where_text(node)}) failed with the fed values '
                              f'({shapes}): {type(e).__name__}: {e}. The graph was built for the shapes shown '
                              f'after the colon; feed values of those shapes.') from None
         if node.prim.multiple_results:

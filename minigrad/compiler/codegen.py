@@ -35,6 +35,7 @@ class Codegen:
         self.out_dtype = self.in_dtypes = None      # the current step's dtypes, for emit rules
         self.out_buffers = []                       # the current step's result buffers (a kernel's)
         self.into_state = {}                        # id(value) -> 's{i}': a kernel writes it into Variable i
+        self.where = {}                             # body line index -> where the step's node was defined
 
     # -- what emit rules use
     def fn(self, name: str) -> str:
@@ -181,6 +182,7 @@ class Codegen:
         lines.append(f'    def run({", ".join([self.name(v) for v in ivals] + ["S", "O"])}):')
         if rebound:
             lines.append(f'        nonlocal {", ".join(rebound)}')
+        self.line_where = {len(lines) + i + 1: w for i, w in self.where.items() if w}   # 1-based source lines
         lines += ['        ' + b for b in self.body]
         lines.append('    return run')
         return '\n'.join(lines) + '\n'
@@ -208,14 +210,16 @@ def _updates_in_place(steps, outputs) -> dict:
 
 
 def generate(ivals, outputs, allv, steps, single):
-    """(Python source of ``build``, the constants it binds as K)."""
+    """(Python source of ``build``, the constants it binds as K, {source line: where its node was defined})."""
     cg = Codegen()
     cg.into_state = _updates_in_place(steps, outputs)
     cg.inputs(ivals)
     cg.held(allv)
     cg.bind_outputs(outputs)
     for s, st in enumerate(steps):
+        cg.where[len(cg.body)] = st.where
         cg.step(st, s, steps)
     rebound = cg.returns(outputs, single)
     bufs = sorted({v.buf for v in allv if v.buf is not None})
-    return cg.source(ivals, bufs, rebound), cg.consts
+    src = cg.source(ivals, bufs, rebound)
+    return src, cg.consts, cg.line_where

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core import Aval
 from ..errors import MinigradError
-from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN
+from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
 from .kernels import build_kernel, why_not
 from .ops import kernel_call, fused
 from .rewrite import copy_node
@@ -40,11 +40,12 @@ class Value:
 
 class Step:
     """``outs = prim(*ins, **params)``; ``inplace``: a result may take a dying input's buffer."""
-    __slots__ = ('prim', 'ins', 'outs', 'params', 'inplace')
+    __slots__ = ('prim', 'ins', 'outs', 'params', 'inplace', 'where')
 
-    def __init__(self, prim, ins, outs, params):
+    def __init__(self, prim, ins, outs, params, where=None):
         self.prim, self.ins, self.outs, self.params = prim, ins, outs, params
         self.inplace = bool(prim.ufunc) or prim is kernel_call
+        self.where = where              # the node's where_text (for run-time errors)
 
     @property
     def op(self):
@@ -94,7 +95,7 @@ class _Flattener:
                 kind = value_kind(node.prim, node.params)
                 res = [self.new(x, kind, ins if kind in ('view', 'alias') else ()) for x in outs]
                 self.vals.update(zip(map(id, outs), res))
-                self.steps.append(Step(node.prim, ins, res, node.params))
+                self.steps.append(Step(node.prim, ins, res, node.params, where_text(node)))
 
 
     def kernel(self, sub):
@@ -118,7 +119,8 @@ class _Flattener:
         self.kernels.append(k)
         res = [self.new(s, 'temp') for s in results]
         self.vals.update(zip(map(id, results), res))
-        self.steps.append(Step(kernel_call, ext, res, {'kernel': k, 'graph': g}))
+        self.steps.append(Step(kernel_call, ext, res, {'kernel': k, 'graph': g},
+                               '; '.join(sorted({where_text(n) for n in inside if n.where}))))
 
     def kernel_input(self, v, ndim):
         """`v` as a kernel reads it: C-contiguous with its own dtype (a view is read through its strides,

@@ -42,7 +42,7 @@ class Program:
         ivals = [vals[id(s)] for s in graph.inputs]
         ovals = [vals[id(s)] for s in graph.outputs]
         self.memory = plan_memory(allv, steps, ovals)
-        driver, consts = generate(ivals, ovals, allv, steps, single)
+        driver, consts, self._line_where = generate(ivals, ovals, allv, steps, single)
         self.source = driver + ''.join(f'\n\n# ---- kernel {k}: {os.path.basename(kern.path)} (numba)\n{kern.source}'
                                        for k, kern in enumerate(self.kernels))
         self.stats.update(steps=len(steps), backend=backend, kernels=len(self.kernels),
@@ -116,12 +116,14 @@ class Program:
 
     def _runtime_error(self, exc) -> ShapeError:
         """Name the generated line (and so the node, in its comment) where numpy failed."""
-        tb, line = exc.__traceback__, None
+        tb, line, defined = exc.__traceback__, None, None
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == _FILENAME:
                 line = self.source.splitlines()[tb.tb_lineno - 1].strip()
+                defined = self._line_where.get(tb.tb_lineno)
             tb = tb.tb_next
         where = f' at generated line `{line}`' if line else ''
+        where += f' (the op {defined})' if defined else ''
         shapes = ', '.join(f'{s.name}: {fmt_shape(s.shape)}' for s in self.inputs)
         return ShapeError(f'compiled program failed{where}: {type(exc).__name__}: {exc}. It was compiled for '
                           f'inputs {shapes}; print(program.source) shows the generated code.')

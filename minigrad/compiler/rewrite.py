@@ -12,7 +12,8 @@ that for you), so an unchanged pass costs one walk and no copy.
 from __future__ import annotations
 
 from ..core import Aval
-from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT
+from ..errors import ShapeError
+from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, where_text
 
 
 def _merge(recorded, rule):
@@ -45,13 +46,17 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
     avals = [Aval(o.shape, o.dtype) for o in node.outputs]
     same = params is node.params and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(ins, node.inputs))
     if not same and node.prim not in SOURCES and node.prim not in STATEFUL:   # same inputs: same outputs
-        r = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in ins],
-                                 **{k: v for k, v in params.items() if not k.startswith('_')})
+        try:
+            r = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in ins],
+                                     **{k: v for k, v in params.items() if not k.startswith('_')})
+        except ShapeError as e:         # shapes fed at run time meet the graph: name the learner's line
+            raise ShapeError(f'{e} (node {node.outputs[0].name}, {where_text(node)})' if node.where else str(e)) from None
         r = list(r) if node.prim.multiple_results else [r]
         avals = [Aval(_merge(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
     outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name)
     for o, old in zip(outs[1:], node.outputs[1:]):
         o.name = g.unique_name(old.name)
+    outs[0].node.where = node.where       # a copy still points at the learner's line
     return outs
 
 

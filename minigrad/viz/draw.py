@@ -82,8 +82,9 @@ class Drawing:
                                   role=role, cluster=cluster)
         return key
 
-    def op(self, key, op, backward=False, cluster=None, detail='', ghost=False):
-        self.vertices[key] = dict(kind='op', op=op, backward=backward, cluster=cluster, detail=detail, ghost=ghost)
+    def op(self, key, op, backward=False, cluster=None, detail='', ghost=False, where=''):
+        self.vertices[key] = dict(kind='op', op=op, backward=backward, cluster=cluster, detail=detail, ghost=ghost,
+                                  where=where)
         return key
 
     def edge(self, a, b, style='fwd', label=None):
@@ -145,9 +146,11 @@ def _data_label(v, value, grad, buf):
 
 # ------------------------------------------------------------------ Drawing -> graphviz
 def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150,
-               extra_edges=(), title=None, rankdir='TB'):
+               extra_edges=(), title=None, rankdir='TB', tooltips=False):
     """Style a Drawing. ``values``/``grads``/``buffers`` map vertex keys to overrides (steppers use them);
-    ``highlight`` is a set of vertex keys and (src, dst) edge pairs; ``extra_edges`` are more edges."""
+    ``highlight`` is a set of vertex keys and (src, dst) edge pairs; ``extra_edges`` are more edges;
+    ``tooltips``: an op shows where it was defined on hover (graphviz then wraps each node in a link,
+    so steppers, which restyle the SVG, leave it off)."""
     try:
         import graphviz
     except ImportError:
@@ -176,6 +179,8 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
                          else dict(fillcolor='#e6e6ff', color='#5555aa'))
             if v.get('ghost'):
                 attrs.update(style='dashed', color='#999999', fontcolor='#999999', fillcolor='white')
+            if tooltips and v.get('where'):     # shown on hover
+                attrs['tooltip'] = f'{v["op"]}, {v["where"]}'
         else:
             role = v['role']
             attrs.update(shape='box', style='rounded,filled')
@@ -472,7 +477,7 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
     """Drawing + steps of a static Graph (only what `fetch` needs, if given).
 
     Nodes created by mg.gradients are drawn as backward ops (graph.grad_nodes holds their ids)."""
-    from ..graph import Symbol, needed_nodes, SOURCES, PLACEHOLDER, CONSTANT
+    from ..graph import Symbol, needed_nodes, where_text, SOURCES, PLACEHOLDER, CONSTANT
     top = d is None
     d = d or Drawing()
     env = {} if env is None else env                  # id(Symbol) -> vertex key (sub-graphs map inputs)
@@ -508,7 +513,7 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
         if not src:
             detail = ', '.join(f'{k}={v}' for k, v in n.params.items()
                                if k in ('axis', 'shape', 'axes') and v is not None)
-            d.op(ok, n.op, backward=bwd, cluster=cluster, detail=detail)
+            d.op(ok, n.op, backward=bwd, cluster=cluster, detail=detail, where=where_text(n))
             for i in n.inputs:
                 k = env.get(id(i)) or d.key(i, 's')
                 d.edge(k, ok, 'bwd' if bwd else 'fwd')
@@ -626,4 +631,4 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
             hl.update(x for x in (k, f'{k}v') if x in d.vertices)
     if title is None and isinstance(getattr(obj, 'backend', None), str):      # a Program says how it runs
         title = f'compiled program, {obj.backend} backend'
-    return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir)
+    return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir, tooltips=True)
