@@ -59,3 +59,50 @@ def test_a_backward_that_raises_keeps_the_tape_and_names_the_op():
         with pytest.raises(mg.MinigradError, match="bad_vjp_test.*always fails"):
             y.backward()
     assert x.grad is None
+
+
+def _picky(x):
+    if np.any(x > 5):
+        raise ValueError('picky_test: values above 5')
+    return np.negative(x)
+
+
+PICKY = register_primitive('picky_test', _picky, elementwise_rule, None, elementwise=True)
+
+
+def _update_graph():
+    g = mg.Graph()
+    with g.as_default():
+        w = mg.Variable(np.ones(3), name='w')
+        x = mg.placeholder('float64', (3,), name='x')
+        gw, = mg.gradients((w * x).sum(), [w])
+        upd = w.assign(w - 0.5 * gw)          # the numba backend writes this in one kernel
+        late = PICKY(upd + x)                 # runs after the update, fails for large x
+    return g, w, x, upd, late
+
+
+@pytest.mark.parametrize('backend', ['numpy', 'numba'])
+def test_a_session_run_that_fails_after_an_assign_applies_none(backend):
+    g, w, x, upd, late = _update_graph()
+    sess = mg.Session(g, backend=backend)
+    assert sess.run(late, {x: np.ones(3)}).tolist() == [-1.5] * 3     # w = 1 - 0.5 = 0.5
+    with pytest.raises(mg.MinigradError, match='picky_test'):
+        sess.run(late, {x: np.full(3, 10.0)})                           # w would be 0.5 - 5: not kept
+    assert sess.run(w).tolist() == [0.5] * 3
+    assert sess.run(late, {x: np.ones(3)}).tolist() == [-1.0] * 3     # the run is not re-executed
+
+
+@pytest.mark.parametrize('backend', ['numpy', 'numba'])
+def test_a_program_call_that_fails_after_an_assign_applies_none(backend):
+    g, w, x, upd, late = _update_graph()
+    prog = mg.compile([upd, late], [x], backend=backend)
+    state_before = prog.state[0].copy()
+    held = prog.state[0]
+    with pytest.raises(mg.MinigradError, match='picky_test'):
+        prog(np.full(3, 10.0))
+    assert prog.state[0] is held and held.tolist() == state_before.tolist()
+    new_w, _ = prog(np.ones(3))
+    assert new_w.tolist() == [0.5] * 3 and prog.state[0].tolist() == [0.5] * 3
+    assert held.tolist() == [1.0] * 3          # an array read from state earlier is a snapshot, never rewritten
+    new_w[:] = 99                              # the fetched value is the caller's copy
+    assert prog.state[0].tolist() == [0.5] * 3

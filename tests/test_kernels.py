@@ -120,7 +120,7 @@ def test_out_writes_into_the_callers_arrays(backend):
         prog(*xs, out=dst[:2])
 
 
-def test_a_variable_update_is_written_in_place_by_its_kernel():
+def test_a_variable_update_is_written_by_its_kernel_and_committed_at_the_end():
     g = mg.Graph()
     with g.as_default():
         x = mg.placeholder(mg.float32, (8,), name='x')
@@ -129,7 +129,11 @@ def test_a_variable_update_is_written_in_place_by_its_kernel():
         gw, = mg.gradients(loss, [w])
         step = w.assign(w - 0.1 * gw)
     progs = {be: mg.compile([loss, step], [x], backend=be) for be in BACKENDS}
-    assert 'written in place by the kernel above' in progs['numba'].source
+    src = progs['numba'].source.split('# ---- kernel')[0]
+    assert '# assign w: written by the kernel above' in src and 'np_array(' not in src.split('# assign w')[0]
+    body = src.split('def run(')[1].splitlines()
+    assert [ln.strip() for ln in body if 'S[0] =' in ln] == ['S[0] = n0  # commit'] * 2   # no copy pass; last
+    assert all(body[i + 1].strip().startswith('return') for i, ln in enumerate(body) if 'S[0] =' in ln)
     xs = np.linspace(-1, 1, 8, dtype=np.float32)
     for _ in range(3):
         vals = {be: p(xs) for be, p in progs.items()}

@@ -34,7 +34,8 @@ class Codegen:
         self.head, self.body = [], []
         self.out_dtype = self.in_dtypes = None      # the current step's dtypes, for emit rules
         self.out_buffers = []                       # the current step's result buffers (a kernel's)
-        self.into_state = {}                        # id(value) -> 's{i}': a kernel writes it into Variable i
+        self.into_state = {}                        # id(value) -> 'n{i}': a kernel writes Variable i's new value
+        self.commits = []                           # (state slot, name of its new value), in step order
         self.where = {}                             # body line index -> where the step's node was defined
 
     # -- what emit rules use
@@ -103,6 +104,9 @@ class Codegen:
         self.out_dtype, self.in_dtypes = o.dtype, [i.dtype for i in st.ins]
         self.out_buffers = [self.into_state.get(id(v), self.name(v)) for v in st.outs
                             if v.kind == 'temp' and v.buf is not None]
+        for v in st.outs:
+            if id(v) in self.into_state:                # a fresh array: the Variable keeps its value until the end
+                self.body.append(f"{self.into_state[id(v)]} = {self.fn('empty')}({v.shape!r}, {self.dtype(v.dtype)})")
         if prim is kernel_call:
             args = [self.kernel_arg(a, v) for a, v in zip(args, st.ins)]
         if prim.emit is not None:
@@ -127,19 +131,19 @@ class Codegen:
         return f"{self.fn('ascontiguousarray')}({a})" if v.kind == 'alias' else a
 
     def assign(self, st, s, steps, args):
+        """The new value goes into a fresh array, stored into S only after every step has run
+        (commit): a run that fails part way leaves every Variable as it was."""
         var, val = st.ins
         i = var.const
-        if self.into_state.get(id(val)) == f's{i}':     # the kernel already wrote it there
-            self.body.append(f'# assign {_safe(var.name)}: written in place by the kernel above')
-            self.names[id(st.outs[0])] = f's{i}'
-            return
-        once = sum(1 for a in steps if a.prim is ASSIGN and a.ins[0].const == i) == 1
-        if var.kind == 'state' and var.last == s and once and var.known and val.shape == var.shape:
-            self.body.append(f"{self.fn('copyto')}(s{i}, {args[1]}, casting='unsafe')  # assign {_safe(var.name)}")
-            self.names[id(st.outs[0])] = f's{i}'
+        new = self.into_state.get(id(val))
+        if new == f'n{i}':                              # the kernel already wrote it there
+            self.body.append(f'# assign {_safe(var.name)}: written by the kernel above')
+            self.names[id(st.outs[0])] = new
         else:
-            self.body.append(f"S[{i}] = {self.name(st.outs[0])} = {self.fn('array')}({args[1]}, "
-                             f"{self.dtype(var.dtype)})  # assign {_safe(var.name)}")
+            new = self.name(st.outs[0])
+            self.body.append(f"{new} = {self.fn('array')}({args[1]}, {self.dtype(var.dtype)})  "
+                             f"# assign {_safe(var.name)}")
+        self.commits.append((i, new))
 
     # -- results
     def bind_outputs(self, outputs):
@@ -157,6 +161,8 @@ class Codegen:
         self.body.append('if O is not None:  # out=: the results not computed into O already')
         self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)
                       if self.name(v) not in direct or self.name(v) != f'o{k}']
+        commit = [f'S[{i}] = {n}  # commit' for i, n in self.commits]
+        self.body += ['    ' + c for c in commit]
         self.body.append('    return O[0]' if single else '    return O')
         rets, handed = [], {}
         for k, v in enumerate(outputs):
@@ -170,6 +176,7 @@ class Codegen:
                 self.body.append(f"r_{k} = {self.fn('asarray' if v.kind == 'temp' else 'array')}({self.name(v)})")
             handed.setdefault(key, f'r_{k}')
             rets.append(f'r_{k}')
+        self.body += commit
         self.body.append(f'return {rets[0]}' if single else f'return [{", ".join(rets)}]')
         return sorted({f'b{v.buf}' for v in outputs if v.kind == 'temp' and v.buf is not None})
 
@@ -189,9 +196,8 @@ class Codegen:
 
 
 def _updates_in_place(steps, outputs) -> dict:
-    """Variable updates a kernel can write straight into the Variable (``v.assign(v - lr * g)``):
-    the new value is used only by its one assign, and nothing reads the old value after the
-    kernel (which reads and writes each element at the same index, so in place is safe)."""
+    """Variable updates a kernel can write straight into the Variable's new array
+    (``v.assign(v - lr * g)``, no copy pass): the new value is used only by its one assign."""
     made = {id(o): k for k, st in enumerate(steps) for o in st.outs}
     returned = {id(v) for v in outputs}
     found = {}
@@ -203,9 +209,8 @@ def _updates_in_place(steps, outputs) -> dict:
         if k is None or steps[k].prim is not kernel_call or id(val) in returned or val.last != s \
                 or var.kind != 'state' or not var.known or (val.shape, val.dtype) != (var.shape, var.dtype):
             continue
-        if sum(a.prim is ASSIGN and a.ins[0].const == var.const for a in steps) == 1 and \
-                not any(var in steps[j].ins for j in range(k + 1, s)):
-            found[id(val)] = f's{var.const}'
+        if sum(a.prim is ASSIGN and a.ins[0].const == var.const for a in steps) == 1:
+            found[id(val)] = f'n{var.const}'
     return found
 
 
