@@ -62,12 +62,13 @@ class Primitive:
     >>> mul.name, mul.kind, mul.elementwise, mul.ufunc, mul.unit
     ('mul', 'primitive', True, 'multiply', 1)
     """
-    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out', 'multiple_results',
+    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out', 'saves_inputs', 'multiple_results',
                  'doc', 'ufunc', 'view', 'emit', 'unit', 'zero', 'compose', 'lower', 'decompose', 'match',
                  'jvp', 'onnx', 'kernel', '__weakref__')
 
     def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None, *,
                  kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
+                 saves_inputs: bool = True,
                  multiple_results: bool = False, doc: str = '', ufunc: str | None = None, view=False,
                  emit: Callable | None = None, unit=None, zero=None, compose: Callable | None = None,
                  lower: Callable | None = None, decompose: Callable | None = None, match: Callable | None = None,
@@ -82,6 +83,7 @@ class Primitive:
             raise MinigradError(f'Primitive {name!r}: ufunc must name a numpy ufunc (such as \'add\'), got {ufunc!r}')
         self.name, self.impl, self.shape_rule, self.vjp, self.kind = name, impl, shape_rule, vjp, kind
         self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
+        self.saves_inputs = saves_inputs        # False: the VJP reads only the output (an input may change after)
         self.doc, self.ufunc, self.view, self.emit = doc, ufunc, view, emit
         self.unit, self.zero, self.compose, self.lower = unit, zero, compose, lower
         self.decompose, self.match, self.jvp, self.onnx, self.kernel = decompose, match, jvp, onnx, kernel

@@ -191,23 +191,23 @@ def _lower_reshape_like(b, x, ref):
 
 sum_to_like = prim('sum_to_like', _sum_to_like_impl, _like_rule,
                    lambda n, g, out, x, ref: (broadcast_like(g, x), None), lower=_lower_sum_to_like,
-                   jvp=lambda p, t, out, **k: _lin(sum_to_like, p, t, k),
+                   saves_inputs=False, jvp=lambda p, t, out, **k: _lin(sum_to_like, p, t, k),
                    doc='sum x down to the shape of ref (undoes broadcasting); VJP of broadcasting')
 broadcast_like = prim('broadcast_like', _broadcast_like_impl, _broadcast_like_rule,
                       lambda n, g, out, x, ref, axes=(): (
                           sum_to_like(sum_(g, axis=axes) if axes else g, x), None), lower=_lower_broadcast_like,
-                      jvp=lambda p, t, out, **k: _lin(broadcast_like, p, t, k),
+                      saves_inputs=False, jvp=lambda p, t, out, **k: _lin(broadcast_like, p, t, k),
                       doc='broadcast x (with the reduced `axes` re-inserted) to the shape of ref')
 reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _shape_rule_reshape_like,
                     lambda n, g, out, x, ref: (reshape_like(g, x), None), lower=_lower_reshape_like,
-                    jvp=lambda p, t, out, **k: _lin(reshape_like, p, t, k),
+                    saves_inputs=False, jvp=lambda p, t, out, **k: _lin(reshape_like, p, t, k),
                     doc='reshape x to the shape of ref; VJP of reshape')
 
 
 # ------------------------------------------------- elementwise arithmetic
 add = ew('add', np.add, lambda n, g, out, x, y: (        # x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
     _unbroadcast(g, x) if n[0] else None,
-    _unbroadcast(g, y) if n[1] else None), unit=-0.0, jvp=lambda p, t, out: _tsum(out, *t),
+    _unbroadcast(g, y) if n[1] else None), unit=-0.0, saves_inputs=False, jvp=lambda p, t, out: _tsum(out, *t),
     kernel=lambda a, params, ctx: f'{a[0]} + {a[1]}')
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, y), x) if n[0] else None,
@@ -272,13 +272,14 @@ def _maximum_jvp(p, t, out):
 pow_ = ew('pow', np.power, _pow_vjp, jvp=_pow_jvp, kernel=lambda a, params, ctx: f'{a[0]} ** {a[1]}')
 maximum = ew('maximum', np.maximum, _maximum_vjp, jvp=_maximum_jvp,      # as numpy: nan wins, a tie gives y
              kernel=lambda a, params, ctx: f'{a[0]} if {a[0]} > {a[1]} or {a[0]} != {a[0]} else {a[1]}')
-exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True,
+exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True, saves_inputs=False,
          jvp=lambda p, t, out: _scale(t[0], out))
 log = ew('log', np.log, lambda n, g, out, x: (div(g, x),), jvp=lambda p, t, out: div(t[0], p[0]))
 sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),), jvp=lambda p, t, out: _scale(t[0], cos(p[0])))
 cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),),
          jvp=lambda p, t, out: _scale(t[0], neg(sin(p[0]))))
 tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),), saves_out=True,
+          saves_inputs=False,
           jvp=lambda p, t, out: _scale(t[0], add(1, neg(mul(out, out)))))
 
 
@@ -352,7 +353,7 @@ def _cast_rule(x, dtype):
 
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
             lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True,
-            jvp=lambda p, t, out, dtype: _lin(cast, p, t, {'dtype': dtype}),
+            saves_inputs=False, jvp=lambda p, t, out, dtype: _lin(cast, p, t, {'dtype': dtype}),
             emit=_emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})"),
             kernel=lambda a, params, ctx: a[0])      # the kernel converts every value to its op's dtype
 
@@ -404,7 +405,7 @@ sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, kee
             functools.partial(_reduce_rule, _op='sum'),
             lambda n, g, out, x, axis=None, keepdims=False: (
                 broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),), emit=_emit_reduce('add'),
-            jvp=lambda p, t, out, **k: _lin(sum_, p, t, k))
+            saves_inputs=False, jvp=lambda p, t, out, **k: _lin(sum_, p, t, k))
 
 
 def _max_impl(x, axis=None, keepdims=False, initial=None):
@@ -454,7 +455,7 @@ def _reshape_rule(x, shape):
 
 reshape = prim('reshape', lambda x, shape: np.reshape(x, shape), _reshape_rule,
                lambda n, g, out, x, shape: (reshape_like(g, x),), view=True, emit=_emit_view('reshape'),
-               jvp=lambda p, t, out, **k: _lin(reshape, p, t, k),
+               saves_inputs=False, jvp=lambda p, t, out, **k: _lin(reshape, p, t, k),
                compose=lambda inner, outer, ndim: outer,
                lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
 
@@ -483,7 +484,7 @@ def _compose_transpose(inner, outer, ndim):
 
 transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp,
                  view=True, emit=_emit_view('transpose'), compose=_compose_transpose,
-                 jvp=lambda p, t, out, **k: _lin(transpose, p, t, k))
+                 saves_inputs=False, jvp=lambda p, t, out, **k: _lin(transpose, p, t, k))
 
 
 def _broadcast_to_rule(x, shape):
@@ -497,7 +498,7 @@ def _broadcast_to_rule(x, shape):
 
 broadcast_to = prim('broadcast_to', lambda x, shape: np.broadcast_to(x, shape), _broadcast_to_rule,
                     lambda n, g, out, x, shape: (sum_to_like(g, x),), view=True, emit=_emit_view('broadcast_to'),
-                    jvp=lambda p, t, out, **k: _lin(broadcast_to, p, t, k),
+                    saves_inputs=False, jvp=lambda p, t, out, **k: _lin(broadcast_to, p, t, k),
                     lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
 
 
@@ -593,7 +594,7 @@ def _scatter_add_impl(g, ref, idx):
 
 getitem = prim('getitem', lambda x, idx: x[idx], _getitem_rule,
                lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),),
-               jvp=lambda p, t, out, **k: _lin(getitem, p, t, k),
+               saves_inputs=False, jvp=lambda p, t, out, **k: _lin(getitem, p, t, k),
                view=lambda params: not _has_array(params['idx']),     # basic indexing gives a view
                emit=_emit_into(lambda a, p, ctx: f"{a[0]}[{ctx.lit(p['idx'])}]"))
 scatter_add = prim('scatter_add', _scatter_add_impl,
@@ -722,7 +723,7 @@ def _concat_jvp(p, t, out, axis=0):
 
 
 concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp,
-                   jvp=_concat_jvp,
+                   saves_inputs=False, jvp=_concat_jvp,
                    emit=lambda a, out, params, ctx: _call(ctx.fn('concatenate'), f'({", ".join(a)},)',
                                                           ctx.lit(params.get('axis', 0)), out=out))
 

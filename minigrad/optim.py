@@ -47,7 +47,7 @@ class Optimizer:
             for i, p in enumerate(self.params):
                 if p.grad is not None:
                     new_p, self.state[i] = self._rule(p.data, p.grad.data, self._get_state(i))
-                    p.data = np.asarray(new_p, dtype=p.dtype)   # a new array: saved tape values stay intact
+                    p._replace_data(np.asarray(new_p, dtype=p.dtype))   # an in-place change: version + 1
 
     def _get_state(self, i) -> dict:
         if not self.state[i]:

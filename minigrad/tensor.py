@@ -177,13 +177,14 @@ class Tensor(OpsMixin):
     >>> c.item(), a.grad.item(), b.grad.item()
     (300.0, 20.0, 15.0)
     """
-    __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '__weakref__')
+    __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '_version', '__weakref__')
     __array_ufunc__ = None          # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
     __hash__ = object.__hash__      # == is elementwise, hashing is by identity (as in PyTorch)
 
     def __init__(self, data, dtype=None, requires_grad=False, name=None):
         # mg.Tensor(data) is a float tensor, like torch.Tensor([0])
         self.data = _to_array(data, dtype if dtype is not None else DEFAULT_FLOAT)
+        self._version = 0
         self.grad = None
         self.grad_fn = None
         self.name = name
@@ -193,7 +194,7 @@ class Tensor(OpsMixin):
     @classmethod
     def _make(cls, data, grad_fn=None, requires_grad=False):
         t = object.__new__(cls)
-        t.data, t.grad_fn, t._requires_grad = data, grad_fn, requires_grad
+        t.data, t.grad_fn, t._requires_grad, t._version = data, grad_fn, requires_grad, 0
         t.grad = t.name = None
         return t
 
@@ -237,6 +238,9 @@ class Tensor(OpsMixin):
     def numpy(self) -> np.ndarray:
         """The value as a numpy array; read-only when the tensor requires grad (writing through it would
         change a value the tape saved for backward without minigrad knowing, as PyTorch refuses too).
+        In-place operators (``x += 1``) and optimizer steps are tracked instead: they bump ``x._version``
+        and a backward through an op that saved the old value raises. ``x.data`` is the raw array:
+        writes into it are not tracked (as PyTorch's ``.data``).
 
         >>> import minigrad as mg
         >>> mg.tensor([1.0], requires_grad=True).numpy().flags.writeable
@@ -252,7 +256,7 @@ class Tensor(OpsMixin):
         return self.data.tolist()
 
     def __array__(self, dtype=None, copy=None):
-        return self.data if dtype is None else self.data.astype(dtype)
+        return self.numpy() if dtype is None else self.data.astype(dtype)
 
     def __bool__(self):
         if self.data.size != 1:
@@ -321,6 +325,7 @@ class Tensor(OpsMixin):
 
     # -- in-place operators: compute out of place, then rebind (never corrupt saved arrays)
     def _inplace(self, prim, other, sym):
+        since = _next_seq()             # the ops recorded from here on (this one's) read the old value rightly
         if self.grad_fn is None and self._requires_grad and state.grad_enabled:
             raise BackwardError(
                 f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
@@ -350,10 +355,22 @@ class Tensor(OpsMixin):
         for tape in state.tapes:        # from now on this tensor *is* the result: say so on the tape
             if tape.entries and tape.entries[-1].output is res:
                 tape.entries[-1] = tape.entries[-1]._replace(output=self)
-        self.data, self.grad_fn = res.data, res.grad_fn
+        if self.retains_grad and res.grad_fn is not None:   # retain_grad() follows the tensor (as PyTorch)
+            self.grad_fn.retained, res.grad_fn.retained = None, weakref.ref(self)
+        self._replace_data(res.data, since)
+        self.grad_fn = res.grad_fn
         if res.grad_fn is not None:
             self._requires_grad = True
         return self
+
+    def _replace_data(self, new, since=None):
+        """An in-place change: bump the version (``t._version``, as PyTorch's) and remember that the
+        old array is stale, so a backward through an op recorded before ``since`` (a tape sequence
+        number; default: now) that saved it refuses to use it (see ``_check_saved``)."""
+        old, self.data = self.data, new
+        self._version += 1
+        _stale[id(old)] = (weakref.ref(old, lambda _, k=id(old): _stale.pop(k, None)), weakref.ref(self),
+                           self._version - 1, _next_seq() if since is None else since)
 
     # -- operators: a fast path straight into the eager interpreter when the other operand is
     #    a Tensor, a number or an array (anything else, e.g. a Symbol, goes through core.apply)
@@ -439,7 +456,7 @@ def eager_apply(prim, args, params):
         raise InputError(f'{prim.name}: an operand holds Python objects ({", ".join(describe(a) for a in args)}); '
                          f'use numbers, bools or numeric arrays')
     t = _new(Tensor)
-    t.data, t.grad, t.name, t.grad_fn, t._requires_grad = out, None, None, None, False
+    t.data, t.grad, t.name, t.grad_fn, t._requires_grad, t._version = out, None, None, None, False, 0
     if state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
         # an edge per input: the producing TapeNode, the leaf Tensor, or None (no gradient needed)
         if len(args) == 2:
@@ -473,6 +490,9 @@ def _record(op, args, params, out):
 
 
 _new = object.__new__
+# id(array) -> (weakref to the array, weakref to its tensor, the version it held): arrays a tensor
+# held before an in-place change; an entry goes when its array is freed.
+_stale: dict = {}
 
 
 core.hooks.tensor_type = Tensor
@@ -505,6 +525,8 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
         return
 
     order, leaves = _tape_order(root.grad_fn)
+    if _stale:
+        _check_saved(order)
     ct = {id(root.grad_fn): g}
 
     def call_vjp(node, g):
@@ -544,11 +566,28 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
             if leaf.grad is None and type(g) is np.ndarray and g.base is None and g.dtype == leaf.data.dtype \
                     and id(g) not in given:     # the common case: a fresh array becomes .grad as it is
                 gt = _new(Tensor)
-                gt.data, gt.grad, gt.name, gt.grad_fn, gt._requires_grad = g, None, None, None, False
+                gt.data, gt.grad, gt.name, gt.grad_fn, gt._requires_grad, gt._version = g, None, None, None, False, 0
                 leaf.grad = gt
             else:
                 _accumulate(leaf, g, create_graph, copy=id(g) in given)
             given.add(id(g))
+
+
+def _check_saved(order):
+    """PyTorch's version check: no value an op saved for backward may have changed in place since."""
+    for node in order:
+        saved = node.saved or ()        # freed: backward reports that itself
+        for k, v in enumerate([*(saved if node.prim.saves_inputs else [None] * len(saved)), node.out]):
+            entry = _stale.get(id(v))
+            if entry is None or entry[0]() is not v or node.seq >= entry[3]:
+                continue
+            t = entry[1]()
+            what = f'its input {k}' if k < len(saved) else 'its output'
+            raise BackwardError(
+                f"backward(): a value '{node.prim.name}' saved for the gradient ({what}, "
+                f"{describe(t) if t is not None else 'a tensor'}) was modified by an in-place operation: it "
+                f'is now at version {t._version if t is not None else "?"}, the op saved version {entry[2]}. '
+                f'Compute out of place (y = x + 1, not x += 1) or call backward() before changing it.')
 
 
 def _tape_order(root: TapeNode) -> tuple[list, list]:

@@ -110,9 +110,10 @@ def test_step_does_not_corrupt_saved_values_and_skips_params_without_grad():
     opt = mg.optim.SGD([a, b], lr=0.5)
     opt.step()                                      # b has no grad: untouched
     assert b.data.tolist() == [5.0] and a.data.tolist() == [0.0, 0.0]
-    a.grad = None
-    y.backward()                                    # the saved input of mul is still the old value
-    np.testing.assert_allclose(a.grad.data, [2.0, 4.0])
+    assert y.grad_fn.parents[0].saved[0].tolist() == [1.0, 2.0]   # mul's saved input is still the old value,
+    a.grad = None                                       # but a backward through it refuses, as in PyTorch
+    with pytest.raises(mg.BackwardError, match='modified by an in-place operation'):
+        y.backward()
 
 
 def test_zero_grad_and_errors():
