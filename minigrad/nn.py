@@ -445,7 +445,9 @@ class MSELoss(Module):
         self.reduction = _reduction('MSELoss', reduction)
 
     def forward(self, pred, target):
-        ps, ts = getattr(pred, 'shape', None), getattr(target, 'shape', np.shape(target))
+        # a list or number: checked (a clear error for ragged or odd values), then used as given
+        ts = target.shape if hasattr(target, 'shape') else value_array(target, 'MSELoss target').shape
+        ps = getattr(pred, 'shape', None)
         if ps is not None and ts is not None and None not in ps + ts and \
                 (b := broadcast_shapes('MSELoss', ps, ts)) != tuple(ps):   # (N,1) - (N,) -> (N,N): a classic bug
             raise ShapeError(f'MSELoss: prediction {fmt_shape(ps)} and target {fmt_shape(ts)} would broadcast '

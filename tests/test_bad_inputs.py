@@ -323,3 +323,8 @@ def test_fuzz_malformed_values_give_a_value_or_a_minigrad_error(call, value):
         pass
     assert mg.is_grad_enabled() == grad_mode and mg.get_default_graph() is default
     assert len(default.nodes) == n_default
+
+
+def test_a_ragged_mse_target_is_a_clear_error():      # found by the fuzz under test_without_numba
+    with pytest.raises(InputError, match="MSELoss target"):
+        mg.nn.MSELoss()(mg.tensor(np.ones(3)), [0, []])
