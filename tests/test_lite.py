@@ -205,7 +205,7 @@ def test_wrong_pyodide_pin_is_an_error(node_modules, capsys):
 # ------------------------------------------------------------------ viz.js in a browser worker
 def _sample_dots():
     """DOT of the course's kinds of drawing: a tensor graph with a highlight, a static graph with its
-    gradients (backward ops), and a compiled Program (fused-kernel clusters)."""
+    gradients (backward ops) and a cond (sub-graph clusters), and a compiled Program coloured by buffer."""
     a = mg.tensor(2.0, requires_grad=True, name='a')
     b = mg.tensor(3.0, requires_grad=True, name='b')
     y = mg.exp(a * b + a)
@@ -215,8 +215,11 @@ def _sample_dots():
         x = mg.placeholder(mg.float32, (3,), name='x')
         loss = mg.exp(x * 2.0 + 1.0).sum()
         mg.gradients(loss, [x])
+        r = mg.cond(x.sum() > 0, lambda: x * 2.0, lambda: x + 1.0)       # sub-graph clusters
     out.append(mg.draw(g).source)
+    out.append(mg.draw(r).source)
     out.append(mg.draw(mg.compile([mg.exp(x * 2.0 + 1.0) * x], [x]), color_by='buffer').source)
+    assert any('subgraph cluster_' in src for src in out)
     return out
 
 
