@@ -344,7 +344,7 @@ LITE_KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
 # The Pyodide package index the site loads numpy, matplotlib, ... from at run time (the core is served with
 # the site); {version} is the pin in lite/package.json.
 PYODIDE_INDEX = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
-VIZJS_WHEEL_NAME = "minigrad_vizjs"           # minigrad.viz.draw.VIZJS_PACKAGE
+VIZJS_WHEEL_NAME = "minigrad_vizjs"           # minigrad.viz.vizjs.PACKAGE
 # The first cell of every notebook in the site (the repository's notebooks stay as they are).
 LITE_SETUP_CELL = """\
 # The course in the browser (JupyterLite): install minigrad and its helpers from this site, then start the

@@ -40,6 +40,7 @@ import dev  # noqa: E402  (dev.py at the repository root: the build under test)
 
 SVG_NS = '{http://www.w3.org/2000/svg}'
 draw_mod = importlib.import_module('minigrad.viz.draw')   # the module (minigrad.viz.draw is also a function)
+vizjs = importlib.import_module('minigrad.viz.vizjs')
 PINS = dev.lite_pins()
 
 
@@ -58,7 +59,7 @@ def test_dot_and_pygraphviz_come_before_vizjs_even_in_pyodide(monkeypatch):
         pytest.skip('no `dot` program on PATH (apt-get install graphviz)')
     monkeypatch.setattr(sys, 'platform', 'emscripten')
     assert draw_mod.renderer() == 'dot'
-    assert draw_mod.load_renderer.__doc__ and dev.VIZJS_WHEEL_NAME == draw_mod.VIZJS_PACKAGE
+    assert draw_mod.load_renderer.__doc__ and dev.VIZJS_WHEEL_NAME == vizjs.PACKAGE
 
 
 def test_load_renderer_is_a_no_op_outside_pyodide():
@@ -265,7 +266,7 @@ def vizjs_render(node_modules):
             page.goto('http://minigrad.test/')
 
             def render(sources):
-                out = page.evaluate(WORKER_PAGE, [viz_text, draw_mod.VIZJS_START, draw_mod.VIZJS_RENDER, sources])
+                out = page.evaluate(WORKER_PAGE, [viz_text, vizjs.START, vizjs.RENDER, sources])
                 assert 'error' not in out, out.get('error')
                 return [draw_mod.finish_svg(s) for s in out['svgs']]
             yield render
@@ -321,6 +322,102 @@ def test_a_stepper_steps_on_the_vizjs_svg(vizjs_render, monkeypatch):
     assert calls, 'the stepper laid out its drawing through viz.js'
     assert second and second != first
     ET.fromstring(s.svg)
+
+
+PYODIDE_WORKER = """async ([files, code]) => {
+    // a module worker, as the Pyodide kernel's, running the pinned Pyodide core (no numpy needed)
+    const worker = new Worker(URL.createObjectURL(new Blob([`
+        self.onmessage = async (e) => {
+            try {
+                const { loadPyodide } = await import('http://minigrad.test/pyodide/pyodide.mjs');
+                const py = await loadPyodide({indexURL: 'http://minigrad.test/pyodide/'});
+                for (const [path, text] of Object.entries(e.data.files)) {
+                    py.FS.mkdirTree(path.slice(0, path.lastIndexOf('/')));
+                    py.FS.writeFile(path, text);
+                }
+                self.postMessage({out: await py.runPythonAsync(e.data.code)});
+            } catch (err) { self.postMessage({error: String(err && err.stack || err)}); }
+        };`], {type: 'text/javascript'})), {type: 'module'});
+    try {
+        return await new Promise(resolve => {
+            worker.onmessage = e => resolve(e.data);
+            worker.onerror = e => resolve({error: 'worker error: ' + (e.message || e.type)});
+            setTimeout(() => resolve({error: 'Pyodide did not answer within 120 s'}), 120000);
+            worker.postMessage({files, code});
+        });
+    } finally { worker.terminate(); }
+}"""
+
+PYODIDE_CODE = """
+import json, sys
+sys.path.insert(0, '/home/pyodide/t')
+from minigrad.errors import MinigradError
+from minigrad.viz import vizjs
+from pyodide.ffi import can_run_sync
+out = {'platform': sys.platform, 'can_run_sync': can_run_sync()}
+try:
+    out['before'] = vizjs.render('digraph { a -> b }')[:4]      # JSPI: run_sync waits for viz.js
+except MinigradError as e:
+    out['before'] = str(e)                                     # otherwise: the cell must await it
+await vizjs.load_renderer()
+out['svg'] = vizjs.render(DOT)
+try:
+    vizjs.render('digraph { a -> }')
+except MinigradError as e:
+    out['bad'] = str(e)
+json.dumps(out)
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_vizjs_bridge_runs_in_pyodide_in_a_browser_worker(node_modules):
+    """minigrad.viz.vizjs (stdlib + Pyodide only) in the pinned Pyodide core in a module worker: it loads
+    viz-global.js from the minigrad_vizjs package, renders minigrad's DOT and turns Graphviz errors into
+    MinigradError. numpy is not needed, so this runs without the Pyodide package index."""
+    _ensure_browser()
+    from playwright.sync_api import sync_playwright
+    core = node_modules / 'pyodide'
+    types = {'.mjs': 'text/javascript', '.js': 'text/javascript', '.wasm': 'application/wasm',
+             '.json': 'application/json', '.zip': 'application/zip'}
+
+    def serve(route):
+        path = urllib.parse.urlparse(route.request.url).path
+        if path.startswith('/pyodide/') and (core / path[len('/pyodide/'):]).is_file():
+            f = core / path[len('/pyodide/'):]
+            route.fulfill(status=200, body=f.read_bytes(), content_type=types.get(f.suffix, 'application/octet-stream'))
+        elif path == '/':
+            route.fulfill(status=200, content_type='text/html', body='<!doctype html><title>pyodide</title>')
+        else:
+            route.fulfill(status=404, body='not here')
+    a = mg.tensor(2.0, requires_grad=True, name='a')
+    dot = mg.draw(mg.exp(a * a), highlight=[a]).source
+    base = '/home/pyodide/t/'
+    files = {base + 'minigrad/__init__.py': '', base + 'minigrad/viz/__init__.py': '',
+             base + 'minigrad/errors.py': (ROOT / 'minigrad' / 'errors.py').read_text(),
+             base + 'minigrad/viz/vizjs.py': (ROOT / 'minigrad' / 'viz' / 'vizjs.py').read_text(),
+             base + 'minigrad_vizjs/__init__.py': '',
+             base + 'minigrad_vizjs/viz-global.js':
+                 (node_modules / '@viz-js' / 'viz' / 'dist' / 'viz-global.js').read_text(encoding='utf-8')}
+    code = f'DOT = {dot!r}\n' + PYODIDE_CODE
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            page = browser.new_page()
+            page.route('http://minigrad.test/**', serve)
+            page.goto('http://minigrad.test/')
+            reply = page.evaluate(PYODIDE_WORKER, [files, code])
+        finally:
+            browser.close()
+    assert 'error' not in reply, reply['error']
+    out = json.loads(reply['out'])
+    assert out['platform'] == 'emscripten'
+    assert out['before'] == ('<?xm' if out['can_run_sync'] else vizjs._NOT_LOADED), out['before']
+    svg = draw_mod.finish_svg(out['svg'])
+    if shutil.which('dot'):
+        assert _structure(svg) == _structure(draw_mod.render_svg(dot))
+    assert 'class="node mg-highlight"' in svg
+    assert out['bad'].startswith('Graphviz (viz.js) could not draw this graph:'), out['bad']
 
 
 # ------------------------------------------------------------------ end to end, when Pyodide's packages are here

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import html
-import importlib.resources
 import importlib.util
 import os
 import re
@@ -29,6 +28,8 @@ import numpy as np
 
 from ..core import PRIMITIVES
 from ..errors import MinigradError, InputError
+from . import vizjs
+from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
 
 ROLE_STYLE = {   # role -> graphviz attributes of a data vertex
     'value': dict(fillcolor='white'),
@@ -250,23 +251,6 @@ _INSTALL = ('rendering a graph needs Graphviz. Install either the pygraphviz whe
             'Graphviz libraries:  pip install "pygraphviz>=2.0.4"  or the `dot` program: '
             'apt-get install graphviz / brew install graphviz / conda install graphviz')
 
-# In Pyodide (the JupyterLite build of the course) there is no `dot` and no pygraphviz: drawings go through
-# @viz-js/viz, Graphviz compiled to WebAssembly. It runs in the kernel's own Web Worker, next to Python, so
-# render_svg stays a plain synchronous call that returns SVG text and everything built on it (mimebundles,
-# steppers restyling one layout) works unchanged; rendering in the page instead would need a JupyterLab
-# extension and would leave Python without the SVG. The JupyterLite site ships viz.js's UMD build
-# (viz-global.js) inside a small wheel, `minigrad-vizjs`, installed by the notebooks' first cell.
-VIZJS_PACKAGE = 'minigrad_vizjs'          # import name of that wheel; its viz-global.js defines globalThis.Viz
-VIZJS_FILE = 'viz-global.js'
-# JavaScript shared by the kernel worker and tests/test_lite.py: start viz.js once (Viz.instance() compiles
-# the WebAssembly asynchronously) and keep the instance; then render DOT source to SVG text synchronously.
-VIZJS_START = ('globalThis.minigradViz = globalThis.minigradViz || globalThis.Viz.instance().then('
-               'v => { globalThis.minigradVizInstance = v; return v; })')
-VIZJS_RENDER = "src => globalThis.minigradVizInstance.renderString(src, {format: 'svg', engine: 'dot'})"
-_NOT_LOADED = ('the in-browser Graphviz (viz.js) is still loading. Run  await mg.viz.load_renderer()  in a cell '
-               '(the first cell of every course notebook does), then draw again.')
-
-
 def renderer() -> str:
     """Which Graphviz draws: 'dot' (the program on PATH), 'pygraphviz' (the wheel's bundled libraries) or,
     only in Pyodide with neither, 'vizjs'; MinigradError with install advice when there is none."""
@@ -290,7 +274,7 @@ def render_svg(dot) -> str:
     elif how == 'pygraphviz':
         svg = _pygraphviz_svg(src)
     else:
-        svg = _vizjs_svg(src)
+        svg = vizjs.render(src)
     return finish_svg(svg)
 
 
@@ -300,38 +284,6 @@ def finish_svg(svg: str) -> str:
     # graphviz writes '-' in ids as '&#45;'; keep ids/classes plain so CSS and tests can find them
     svg = re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
     return fit_width(svg)
-
-
-def load_renderer():
-    """Pyodide only: load viz.js into the kernel's worker and start it; returns a JS promise to ``await``
-    (once it has resolved, drawings render synchronously). Elsewhere: None (dot/pygraphviz need no loading)."""
-    if sys.platform != 'emscripten':
-        return None
-    import js                               # optional: Pyodide's bridge to the worker's JavaScript globals
-    from pyodide.code import run_js         # optional: exists only in Pyodide
-    if not hasattr(js, 'Viz'):
-        if importlib.util.find_spec(VIZJS_PACKAGE) is None:
-            raise MinigradError(f'drawing in the browser needs viz.js from the {VIZJS_PACKAGE.replace("_", "-")} '
-                                f'wheel that the course\'s JupyterLite site ships: run  %pip install '
-                                f'{VIZJS_PACKAGE.replace("_", "-")}  (the first cell of every course notebook does)')
-        run_js(importlib.resources.files(VIZJS_PACKAGE).joinpath(VIZJS_FILE).read_text(encoding='utf-8'))
-    return run_js(VIZJS_START)
-
-
-def _vizjs_svg(src: str) -> str:
-    """Lay out and render with @viz-js/viz in the Pyodide worker (see VIZJS_PACKAGE above)."""
-    import js                               # optional: Pyodide's bridge to the worker's JavaScript globals
-    from pyodide.code import run_js         # optional: exists only in Pyodide
-    from pyodide.ffi import JsException, can_run_sync, run_sync   # optional: exists only in Pyodide
-    if not hasattr(js, 'minigradVizInstance'):
-        pending = load_renderer()
-        if not can_run_sync():              # no JS Promise Integration here: the cell must await it
-            raise MinigradError(_NOT_LOADED)
-        run_sync(pending)
-    try:
-        return str(run_js(VIZJS_RENDER)(src))
-    except JsException as e:                # viz.js reports Graphviz's error message
-        raise MinigradError(f'Graphviz (viz.js) could not draw this graph: {e}') from e
 
 
 FIT_STYLE = 'max-width:100%;height:auto'
