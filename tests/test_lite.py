@@ -250,28 +250,35 @@ WORKER_PAGE = """async ([vizText, start, render, sources]) => {
 
 
 @pytest.fixture(scope='module')
-def vizjs_render(node_modules):
-    """render(list of DOT sources) -> SVGs through @viz-js/viz in a module Web Worker of headless Chromium,
-    each finished by draw.finish_svg as render_svg does."""
+def chromium():
+    """One headless Chromium for this module's browser tests (Playwright's sync API allows one at a time)."""
     _ensure_browser()
     from playwright.sync_api import sync_playwright
-    viz_text = (node_modules / '@viz-js' / 'viz' / 'dist' / 'viz-global.js').read_text(encoding='utf-8')
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         try:
-            page = browser.new_page()
-            # a page with a real origin (module workers from blob: URLs need one), served by Playwright itself
-            page.route('http://minigrad.test/**', lambda route: route.fulfill(
-                status=200, content_type='text/html', body='<!doctype html><title>viz.js</title>'))
-            page.goto('http://minigrad.test/')
-
-            def render(sources):
-                out = page.evaluate(WORKER_PAGE, [viz_text, vizjs.START, vizjs.RENDER, sources])
-                assert 'error' not in out, out.get('error')
-                return [draw_mod.finish_svg(s) for s in out['svgs']]
-            yield render
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope='module')
+def vizjs_render(node_modules, chromium):
+    """render(list of DOT sources) -> SVGs through @viz-js/viz in a module Web Worker of headless Chromium,
+    each finished by draw.finish_svg as render_svg does."""
+    viz_text = (node_modules / '@viz-js' / 'viz' / 'dist' / 'viz-global.js').read_text(encoding='utf-8')
+    page = chromium.new_page()
+    # a page with a real origin (module workers from blob: URLs need one), served by Playwright itself
+    page.route('http://minigrad.test/**', lambda route: route.fulfill(
+        status=200, content_type='text/html', body='<!doctype html><title>viz.js</title>'))
+    page.goto('http://minigrad.test/')
+
+    def render(sources):
+        out = page.evaluate(WORKER_PAGE, [viz_text, vizjs.START, vizjs.RENDER, sources])
+        assert 'error' not in out, out.get('error')
+        return [draw_mod.finish_svg(s) for s in out['svgs']]
+    yield render
+    page.close()
 
 
 def _structure(svg):
@@ -371,12 +378,10 @@ json.dumps(out)
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_the_vizjs_bridge_runs_in_pyodide_in_a_browser_worker(node_modules):
+def test_the_vizjs_bridge_runs_in_pyodide_in_a_browser_worker(node_modules, chromium):
     """minigrad.viz.vizjs (stdlib + Pyodide only) in the pinned Pyodide core in a module worker: it loads
     viz-global.js from the minigrad_vizjs package, renders minigrad's DOT and turns Graphviz errors into
     MinigradError. numpy is not needed, so this runs without the Pyodide package index."""
-    _ensure_browser()
-    from playwright.sync_api import sync_playwright
     core = node_modules / 'pyodide'
     types = {'.mjs': 'text/javascript', '.js': 'text/javascript', '.wasm': 'application/wasm',
              '.json': 'application/json', '.zip': 'application/zip'}
@@ -400,15 +405,13 @@ def test_the_vizjs_bridge_runs_in_pyodide_in_a_browser_worker(node_modules):
              base + 'minigrad_vizjs/viz-global.js':
                  (node_modules / '@viz-js' / 'viz' / 'dist' / 'viz-global.js').read_text(encoding='utf-8')}
     code = f'DOT = {dot!r}\n' + PYODIDE_CODE
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_page()
-            page.route('http://minigrad.test/**', serve)
-            page.goto('http://minigrad.test/')
-            reply = page.evaluate(PYODIDE_WORKER, [files, code])
-        finally:
-            browser.close()
+    page = chromium.new_page()
+    try:
+        page.route('http://minigrad.test/**', serve)
+        page.goto('http://minigrad.test/')
+        reply = page.evaluate(PYODIDE_WORKER, [files, code])
+    finally:
+        page.close()
     assert 'error' not in reply, reply['error']
     out = json.loads(reply['out'])
     assert out['platform'] == 'emscripten'
@@ -460,7 +463,7 @@ def _pyodide_index():
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_site_runs_lesson_01_in_pyodide(tmp_path, node_modules):
+def test_site_runs_lesson_01_in_pyodide(tmp_path, node_modules, request):
     local, base, lock = _pyodide_index()
     core_lock = json.loads((node_modules / 'pyodide' / 'pyodide-lock.json').read_text())
     assert lock['info'] == core_lock['info'], (f'MINIGRAD_PYODIDE_URL holds a Pyodide for {lock["info"]}, the site '
@@ -468,7 +471,7 @@ def test_site_runs_lesson_01_in_pyodide(tmp_path, node_modules):
     numpy = lock['packages']['numpy']['file_name']
     if local is not None and not (local / numpy).is_file():
         pytest.skip(f'MINIGRAD_PYODIDE_URL={local} has no {numpy}')
-    _ensure_browser()
+    browser = request.getfixturevalue('chromium')        # only now: the skips above need no browser
     port = _free_port()
     index = base or f'http://127.0.0.1:{port}/pyodide-index/'
     site = dev.build_lite(sys.executable, index=index, out=tmp_path / 'site')
@@ -478,31 +481,25 @@ def test_site_runs_lesson_01_in_pyodide(tmp_path, node_modules):
     thread.start()
     artifacts = HERE / 'artifacts'
     artifacts.mkdir(exist_ok=True)
-    from playwright.sync_api import sync_playwright
+    page = browser.new_page(viewport={'width': 1280, 'height': 900})
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-            try:
-                page = browser.new_page(viewport={'width': 1280, 'height': 900})
-                page.set_default_timeout(60_000)
-                page.goto(f'http://127.0.0.1:{port}/lab/index.html?path=notebooks/01_computational_graphs.ipynb')
-                page.wait_for_selector('.jp-Notebook .jp-Cell', timeout=120_000)
-                page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', state='attached',
-                                       timeout=300_000)
-                page.locator('.lm-MenuBar-itemLabel', has_text='Run').first.click()
-                page.locator('.lm-Menu-itemLabel', has_text='Run All Cells').first.click()
-                try:
-                    page.wait_for_selector('.jp-OutputArea-output svg g.node[id^="mg-"]', state='attached',
-                                           timeout=300_000)
-                except Exception:
-                    page.screenshot(path=str(artifacts / 'lite_lesson01_failure.png'), full_page=True)
-                    raise AssertionError('no drawing appeared; the notebook shows:\n'
-                                         + page.inner_text('.jp-Notebook')[-3000:])
-                page.screenshot(path=str(artifacts / 'lite_lesson01.png'), full_page=True)
-                nodes = page.eval_on_selector_all('.jp-OutputArea-output svg g.node', 'els => els.map(e => e.id)')
-            finally:
-                browser.close()
+        page.set_default_timeout(60_000)
+        page.goto(f'http://127.0.0.1:{port}/lab/index.html?path=notebooks/01_computational_graphs.ipynb')
+        page.wait_for_selector('.jp-Notebook .jp-Cell', timeout=120_000)
+        page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', state='attached',
+                               timeout=300_000)
+        page.locator('.lm-MenuBar-itemLabel', has_text='Run').first.click()
+        page.locator('.lm-Menu-itemLabel', has_text='Run All Cells').first.click()
+        try:
+            page.wait_for_selector('.jp-OutputArea-output svg g.node[id^="mg-"]', state='attached', timeout=300_000)
+        except Exception:       # a timeout: keep a screenshot and say what the notebook shows
+            page.screenshot(path=str(artifacts / 'lite_lesson01_failure.png'), full_page=True)
+            raise AssertionError('no drawing appeared; the notebook shows:\n'
+                                 + page.inner_text('.jp-Notebook')[-3000:]) from None
+        page.screenshot(path=str(artifacts / 'lite_lesson01.png'), full_page=True)
+        nodes = page.eval_on_selector_all('.jp-OutputArea-output svg g.node', 'els => els.map(e => e.id)')
     finally:
+        page.close()
         server.shutdown()
         server.server_close()
     assert nodes and all(n.startswith('mg-') for n in nodes)
