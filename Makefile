@@ -1,7 +1,7 @@
 # Convenience wrappers around dev.py (which does the real work).
 PYTHON ?= python3
 
-.PHONY: lab test bench exercises
+.PHONY: lab test bench exercises lite
 lab:
 	$(PYTHON) dev.py lab
 test:
@@ -10,3 +10,5 @@ bench:
 	$(PYTHON) dev.py bench $(ARGS)
 exercises:
 	$(PYTHON) dev.py exercises $(ARGS)
+lite:
+	$(PYTHON) dev.py lite $(ARGS)

@@ -5,6 +5,7 @@
     python3 dev.py test [pytest args]       set up .venv + test tools, run all tests
     python3 dev.py bench [args]             run the benchmarks (python -m minigrad.bench)
     python3 dev.py exercises [args]         regenerate exercises/ from solutions/
+    python3 dev.py lite [--pyodide-index URL]  build the JupyterLite site (lessons 00-04) into build/lite/
 
 Everything is installed into ./.venv (created with `python3 -m venv`); nothing
 is registered globally.  Setup is skipped when the requirement files have not
@@ -14,6 +15,7 @@ changed since the last successful run (a stamp file inside .venv).
 from __future__ import annotations
 
 import glob
+import base64
 import hashlib
 import json
 import os
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -332,7 +335,175 @@ def cmd_exercises(args: list[str]) -> None:
     exec_in_venv([VPY, script, *args])
 
 
-COMMANDS = {"lab": cmd_lab, "test": cmd_test, "bench": cmd_bench, "exercises": cmd_exercises}
+# ----------------------------------------------------------------- the JupyterLite site
+LITE_SRC = ROOT / "lite"                      # committed config: package.json (+lock), wheels.txt, jupyter-lite*.json
+LITE_OUT = ROOT / "build" / "lite"            # the static site
+LITE_CACHE = ROOT / "build" / "lite-cache"    # npm packages, wheels, the staged lite_dir, jupyterlite's cache
+LITE_LESSONS = ["notebooks/0[0-4]_*.ipynb", "exercises/0[1-4]_*.ipynb"]
+LITE_KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
+# The Pyodide package index the site loads numpy, matplotlib, ... from at run time (the core is served with
+# the site); {version} is the pin in lite/package.json.
+PYODIDE_INDEX = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+VIZJS_WHEEL_NAME = "minigrad_vizjs"           # minigrad.viz.vizjs.PACKAGE
+# The first cell of every notebook in the site (the repository's notebooks stay as they are).
+LITE_SETUP_CELL = """\
+# The course in the browser (JupyterLite): install minigrad and its helpers from this site, then start the
+# in-browser Graphviz (viz.js) that draws the graphs. Run this cell first.
+import piplite
+await piplite.install(["minigrad-course", "minigrad-vizjs", "graphviz", "ipywidgets", "matplotlib"])
+import minigrad
+await minigrad.viz.load_renderer()"""
+
+
+def lite_pins() -> dict:
+    """The exact npm versions in lite/package.json (pyodide, @viz-js/viz): the one place they are written."""
+    deps = json.loads((LITE_SRC / "package.json").read_text())["dependencies"]
+    return {"pyodide": deps["pyodide"], "viz": deps["@viz-js/viz"]}
+
+
+def lite_npm() -> Path:
+    """`npm ci` lite/package-lock.json into build/lite-cache/npm (skipped when already installed from it)."""
+    npm = shutil.which("npm")
+    if not npm:
+        say("ERROR: `npm` is needed to fetch pyodide and @viz-js/viz for the JupyterLite site; install Node.js "
+            "(e.g. apt-get install npm) and run this again")
+        sys.exit(1)
+    dest = LITE_CACHE / "npm"
+    lock = (LITE_SRC / "package-lock.json").read_bytes()
+    done = dest / "node_modules" / ".minigrad-lock"
+    if done.exists() and done.read_bytes() == lock:
+        say(f"npm packages in {rel(dest)} are up to date")
+        return dest / "node_modules"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(LITE_SRC / name, dest / name)
+    run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=dest)
+    done.write_bytes(lock)
+    return dest / "node_modules"
+
+
+def check_lite_pins(py: Path, node_modules: Path, pins: dict) -> None:
+    """The installed npm packages are the pinned ones, and the Pyodide pin is the one the kernel is built for."""
+    for pkg, key in (("pyodide", "pyodide"), ("@viz-js/viz", "viz")):
+        got = json.loads((node_modules / pkg / "package.json").read_text())["version"]
+        if got != pins[key]:
+            say(f"ERROR: {pkg} {got} is installed but lite/package.json pins {pins[key]}; delete {rel(LITE_CACHE)}")
+            sys.exit(1)
+    kernel = quiet([py, "-c", "from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION as v; print(v)"])
+    if kernel.returncode != 0 or kernel.stdout.strip() != pins["pyodide"]:
+        say(f"ERROR: lite/package.json pins pyodide {pins['pyodide']}, but the installed jupyterlite-pyodide-kernel "
+            f"is built for {kernel.stdout.strip() or '(not installed: ' + kernel.stderr.strip()[-200:] + ')'}; "
+            "change the pin (or requirements-test.txt) so they agree")
+        sys.exit(1)
+
+
+def make_vizjs_wheel(viz_js: Path, version: str, dest: Path) -> Path:
+    """A pure-Python wheel carrying @viz-js/viz's UMD build, which minigrad loads into the Pyodide kernel's worker."""
+    pkg, dist = VIZJS_WHEEL_NAME, f"{VIZJS_WHEEL_NAME}-{version}.dist-info"
+    files = {
+        f"{pkg}/__init__.py": (f'"""@viz-js/viz {version} (Graphviz in WebAssembly) for minigrad in JupyterLite: '
+                               f'{pkg}/viz-global.js, loaded by minigrad.viz.load_renderer()."""\n'
+                               f'VERSION = "{version}"\n').encode(),
+        f"{pkg}/viz-global.js": viz_js.read_bytes(),
+        f"{dist}/METADATA": (f"Metadata-Version: 2.1\nName: minigrad-vizjs\nVersion: {version}\n"
+                             "Summary: @viz-js/viz (MIT) packaged for minigrad's JupyterLite site\n"
+                             "License: MIT\n").encode(),
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: minigrad dev.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
+    out = dest / f"{pkg}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
+    return out
+
+
+def lite_notebook(src: Path, dest: Path) -> None:
+    """Copy a notebook, with the site's setup cell first."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    cell = {"cell_type": "code", "execution_count": None, "id": "minigrad-lite-setup",
+            "metadata": {"tags": ["minigrad-lite-setup"]}, "outputs": [],
+            "source": LITE_SETUP_CELL.splitlines(keepends=True)}
+    nb["cells"] = [cell] + [c for c in nb["cells"] if c.get("id") != cell["id"]]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def cmd_lite(args: list[str]) -> None:
+    index = os.environ.get("MINIGRAD_PYODIDE_INDEX")
+    if args[:1] == ["--pyodide-index"] and len(args) == 2:
+        index = args[1]
+    elif args:
+        say("usage: python3 dev.py lite [--pyodide-index URL]  (default: the Pyodide CDN of the pinned version)")
+        sys.exit(2)
+    setup("test")                           # jupyterlite-core and jupyterlite-pyodide-kernel are test tools
+    build_lite(VPY, index)
+
+
+def build_lite(py, index: str | None = None, out: Path = LITE_OUT) -> Path:
+    """Build the site into `out` with the Python `py` (which has jupyterlite-core and -pyodide-kernel);
+    `index`: where Pyodide packages (numpy, ...) load from (default: the Pyodide CDN of the pinned version)."""
+    py = Path(py)
+    env = dict(os.environ, PATH=str(py.parent) + os.pathsep + os.environ.get("PATH", ""))
+    pins = lite_pins()
+    node_modules = lite_npm()
+    check_lite_pins(py, node_modules, pins)
+    index = index or PYODIDE_INDEX.format(version=pins["pyodide"])
+
+    stage = LITE_CACHE / "lite-dir"         # the lite_dir jupyterlite builds from, made fresh each time
+    wheels = LITE_CACHE / "wheels"
+    for d in (stage, wheels):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    say("building the wheels the site serves: minigrad, minigrad-vizjs and lite/wheels.txt")
+    run([py, "-m", "pip", "wheel", *pip_flags(), "--no-deps", "-q", "-w", wheels, ROOT])
+    run([py, "-m", "pip", "download", *pip_flags(), "--no-deps", "--only-binary=:all:", "-q", "-d", wheels,
+         "-r", LITE_SRC / "wheels.txt"])
+    make_vizjs_wheel(node_modules / "@viz-js" / "viz" / "dist" / "viz-global.js", pins["viz"], wheels)
+    all_wheels = sorted(wheels.glob("*.whl"))
+    widgets = [w for w in all_wheels if w.name.startswith("jupyterlab_widgets-")]
+
+    # the Pyodide core (pyodide.mjs, the WebAssembly, the stdlib and pyodide-lock.json) at the well-known place
+    shutil.copytree(node_modules / "pyodide", stage / "static" / "pyodide",
+                    ignore=shutil.ignore_patterns("*.map", "*.d.ts", "console*.html", "README.md"))
+    contents = stage / "contents"
+    lessons = sorted(p for pattern in LITE_LESSONS for p in ROOT.glob(pattern))
+    for nb in lessons:
+        lite_notebook(nb, contents / nb.relative_to(ROOT))
+    lite_json = json.loads((LITE_SRC / "jupyter-lite.json").read_text())
+    kernel = lite_json["jupyter-config-data"]["litePluginSettings"][LITE_KERNEL_PLUGIN]
+    kernel.setdefault("loadPyodideOptions", {})["packageBaseUrl"] = index
+    (stage / "jupyter-lite.json").write_text(json.dumps(lite_json, indent=2) + "\n")
+    config = json.loads((LITE_SRC / "jupyter_lite_config.json").read_text())
+    kernel_ext = quiet([py, "-c", "import os; from jupyter_core.paths import jupyter_path; print(next(p for p in "
+                              "jupyter_path('labextensions', '@jupyterlite', 'pyodide-kernel-extension') "
+                              "if os.path.isdir(p)))"], env=env).stdout.strip()
+    if not kernel_ext:
+        say(f"ERROR: {py} has no @jupyterlite/pyodide-kernel-extension (pip install jupyterlite-pyodide-kernel)")
+        sys.exit(1)
+    config["LiteBuildConfig"].update(
+        contents=[str(contents)], output_dir=str(out), cache_dir=str(LITE_CACHE / "jupyterlite"),
+        # only the two extensions the course needs (not every extension of the venv, e.g. nbgrader's)
+        federated_extensions=[kernel_ext, *map(str, widgets)])
+    config["PipliteAddon"] = {"piplite_urls": [str(w) for w in all_wheels]}
+    (stage / "jupyter_lite_config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+    shutil.rmtree(out, ignore_errors=True)
+    say(f"building the JupyterLite site into {rel(out)} ({len(lessons)} notebooks, Pyodide {pins['pyodide']}, "
+        f"packages from {index})")
+    run([py, "-m", "jupyter", "lite", "build", "--lite-dir", stage], env=env, cwd=stage)
+    say(f"done: {rel(out)}. Serve it with  python3 -m http.server -d {rel(out)} 8000  and open "
+        "http://127.0.0.1:8000/lab/index.html?path=notebooks/00_start_here.ipynb")
+    return out
+
+
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "bench": cmd_bench, "exercises": cmd_exercises,
+            "lite": cmd_lite}
 
 
 def main(argv: list[str]) -> None:

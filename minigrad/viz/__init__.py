@@ -4,11 +4,11 @@
 ``PathStepper``, ``LoopStepper`` and ``TraceStepper`` show paths, a while_loop's stack and a tracer at work;
 ``memory_timeline(program)`` plots the memory plan. Widgets/matplotlib are imported only when used.
 """
-from .draw import draw, render_svg, mimebundle, Drawing, to_digraph, preview  # noqa: F401 (public helpers)
+from .draw import draw, render_svg, load_renderer, mimebundle, Drawing, to_digraph, preview  # noqa: F401 (public helpers)
 
 _LAZY = ('Stepper', 'PassStepper', 'PathStepper', 'LoopStepper', 'TraceStepper', 'Layout', 'memory_timeline', 'Frame',
          'pass_diff')
-__all__ = ['draw', 'render_svg', 'mimebundle', *_LAZY]
+__all__ = ['draw', 'render_svg', 'load_renderer', 'mimebundle', *_LAZY]
 
 
 def __getattr__(name):          # lazy: importing minigrad must not need ipywidgets or matplotlib

@@ -2,7 +2,8 @@
 
 Each object is first turned into a small `Drawing` (data vertices, op vertices,
 edges, clusters), which `to_digraph` styles into a ``graphviz.Digraph`` (a subclass that Jupyter
-displays through `render_svg`: the `dot` program, else the Graphviz bundled in the pygraphviz wheel):
+displays through `render_svg`: the `dot` program, else the Graphviz bundled in the pygraphviz wheel,
+else, in Pyodide (the JupyterLite site), @viz-js/viz in the kernel's worker):
 
 * data: rounded boxes with name, dtype/shape, value preview and (red) grad.
   Colour tells the role: leaf (blue), parameter/variable (gold), placeholder
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import html
+import importlib.util
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 
@@ -25,6 +28,8 @@ import numpy as np
 
 from ..core import PRIMITIVES
 from ..errors import MinigradError, InputError
+from . import vizjs
+from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
 
 ROLE_STYLE = {   # role -> graphviz attributes of a data vertex
     'value': dict(fillcolor='white'),
@@ -246,15 +251,35 @@ _INSTALL = ('rendering a graph needs Graphviz. Install either the pygraphviz whe
             'Graphviz libraries:  pip install "pygraphviz>=2.0.4"  or the `dot` program: '
             'apt-get install graphviz / brew install graphviz / conda install graphviz')
 
+def renderer() -> str:
+    """Which Graphviz draws: 'dot' (the program on PATH), 'pygraphviz' (the wheel's bundled libraries) or,
+    only in Pyodide with neither, 'vizjs'; MinigradError with install advice when there is none."""
+    if shutil.which('dot'):
+        return 'dot'
+    if importlib.util.find_spec('pygraphviz') is not None:
+        return 'pygraphviz'
+    if sys.platform == 'emscripten':
+        return 'vizjs'
+    raise MinigradError(_INSTALL)
+
 
 def render_svg(dot) -> str:
-    """SVG text for a graphviz.Digraph (or dot source): the `dot` program if on PATH, else pygraphviz."""
+    """SVG text for a graphviz.Digraph (or dot source): the `dot` program if on PATH, else pygraphviz, else (in
+    Pyodide) viz.js."""
     src = dot if isinstance(dot, str) else dot.source
-    if shutil.which('dot'):
+    how = renderer()
+    if how == 'dot':
         import graphviz
         svg = graphviz.Source(src).pipe(format='svg', encoding='utf-8')
-    else:
+    elif how == 'pygraphviz':
         svg = _pygraphviz_svg(src)
+    else:
+        svg = vizjs.render(src)
+    return finish_svg(svg)
+
+
+def finish_svg(svg: str) -> str:
+    """The SVG every renderer returns, made embeddable: no XML prolog, plain ids/classes, fits its cell."""
     svg = svg[svg.find('<svg'):]            # drop the XML prolog/doctype: embeddable in HTML
     # graphviz writes '-' in ids as '&#45;'; keep ids/classes plain so CSS and tests can find them
     svg = re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
