@@ -70,6 +70,10 @@ def _picky(x):
 PICKY = register_primitive('picky_test', _picky, elementwise_rule, None, elementwise=True)
 
 
+BACKENDS = ['numpy', pytest.param('numba', marks=pytest.mark.skipif(not mg.compiler.kernels.available(),
+                                                                     reason='numba is not installed'))]
+
+
 def _update_graph():
     g = mg.Graph()
     with g.as_default():
@@ -81,7 +85,7 @@ def _update_graph():
     return g, w, x, upd, late
 
 
-@pytest.mark.parametrize('backend', ['numpy', 'numba'])
+@pytest.mark.parametrize('backend', BACKENDS)
 def test_a_session_run_that_fails_after_an_assign_applies_none(backend):
     g, w, x, upd, late = _update_graph()
     sess = mg.Session(g, backend=backend)
@@ -92,7 +96,7 @@ def test_a_session_run_that_fails_after_an_assign_applies_none(backend):
     assert sess.run(late, {x: np.ones(3)}).tolist() == [-1.0] * 3     # the run is not re-executed
 
 
-@pytest.mark.parametrize('backend', ['numpy', 'numba'])
+@pytest.mark.parametrize('backend', BACKENDS)
 def test_a_program_call_that_fails_after_an_assign_applies_none(backend):
     g, w, x, upd, late = _update_graph()
     prog = mg.compile([upd, late], [x], backend=backend)
