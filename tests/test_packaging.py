@@ -273,3 +273,30 @@ def test_lowest_allowed_versions_pass_the_library_tests(tmp_path):
                 "-W", "ignore::DeprecationWarning", *LOWEST_TEST_FILES, *LOWEST_NOTEBOOKS],
                env=test_env, timeout=1200)
     print(_tail(proc.stdout, 3))
+
+
+WHEEL_PLATFORMS = ["x86_64-manylinux_2_28", "aarch64-manylinux_2_28", "aarch64-apple-darwin",
+                   "x86_64-apple-darwin", "x86_64-pc-windows-msvc"]
+MARKED = {"numba", "onnxruntime", "pygraphviz"}     # requirements.txt limits these to where wheels exist
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12", "3.13"])
+def test_requirements_resolve_to_wheels_on_every_supported_python_and_platform(python):
+    """uv resolves requirements.txt with wheels only (no source builds) for each supported Python on
+    Linux x86_64/aarch64, macOS arm64/x86_64 and Windows; the packages behind platform markers are
+    there exactly where their markers say (macOS x86_64 goes without them)."""
+    uv = shutil.which("uv", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if uv is None:
+        pytest.skip("uv is not installed (it comes with requirements-test.txt: pip install uv)")
+    for platform in WHEEL_PLATFORMS:
+        proc = subprocess.run([uv, "pip", "compile", str(ROOT / "requirements.txt"), "--python-version", python,
+                               "--python-platform", platform, "--only-binary", ":all:", "--quiet", "--no-header"],
+                              capture_output=True, text=True, env=clean_env(), timeout=300)
+        if proc.returncode != 0 and re.search(r"(?i)network|connect|dns|timed out|offline", proc.stderr):
+            pytest.skip(f"PyPI is not reachable: {proc.stderr.strip()[-200:]}")
+        assert proc.returncode == 0, f"{python} {platform}: {proc.stderr[-800:]}"
+        names = {m.group(1).lower() for m in re.finditer(r"^([A-Za-z0-9_.-]+)==", proc.stdout, re.M)}
+        assert {"numpy", "onnx", "jupyterlab", "ipywidgets", "graphviz"} <= names, (python, platform, names)
+        expect_marked = set() if platform == "x86_64-apple-darwin" else MARKED
+        assert names & MARKED == expect_marked, (python, platform, names & MARKED)
