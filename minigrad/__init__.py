@@ -1,17 +1,17 @@
 """minigrad: one op table, two interpreters (a dynamic tape and a static graph)."""
+import re
+from importlib import metadata
+from pathlib import Path
 
 
 def _version() -> str:
     """The version in pyproject.toml (the single source): from the installed
     distribution's metadata, or, in a source checkout that is not installed,
     from the pyproject.toml beside the package."""
-    from importlib import metadata
     try:
         return metadata.version("minigrad-course")
     except metadata.PackageNotFoundError:
         pass
-    import re
-    from pathlib import Path
     try:
         text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
     except OSError:
@@ -25,7 +25,7 @@ def _version() -> str:
 
 
 __version__ = _version()
-del _version
+del _version, re, metadata, Path
 
 from . import errors
 from .errors import MinigradError, ShapeError, FeedError, GraphError, TraceError, BackwardError

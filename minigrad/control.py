@@ -33,6 +33,8 @@ from .core import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, MinigradError
 from .graph import (Graph, Symbol, constant, get_default_graph, gradients, zeros_like, CONSTANT, SOURCES,
                     STATEFUL)
+from .graph import placeholder
+from .interpreter import run_graph
 
 DEFAULT_MAX_ITERATIONS = 100_000     # max_iterations=None: a runaway loop becomes an error, not a hang
 
@@ -42,7 +44,6 @@ class MaxIterationsError(MinigradError):
 
 
 def _run(graph, args, captured):
-    from .interpreter import run_graph
     return run_graph(graph, list(args), list(captured))
 
 
@@ -80,7 +81,6 @@ def inline(graph: Graph, args, captured) -> list:
 
 def _subgraph(outer: Graph, name: str, fn, avals=()) -> Graph:
     """Build fn(*placeholders) as a sub-graph of `outer`; outputs lifted into it."""
-    from .graph import placeholder
     g = Graph(name, parent=outer)
     with g.as_default():
         g.inputs = [placeholder(a.dtype, a.shape, name=f'{name}_in{i}') for i, a in enumerate(avals)]
@@ -236,7 +236,6 @@ def _while_vjp(needs, gs, outs, *inputs, cond_graph, body_graph, max_iterations,
     if not any(needs[i] for i in fl) and not any(needs[n + nc + j] for j in fc):
         return tuple(result)
     outer = outs[0].graph
-    from .graph import placeholder
     G = Graph(f'{name}_grad_body', parent=outer)
     with G.as_default():
         for c in bcap:

@@ -119,7 +119,7 @@ def register_primitive(name: str, impl: Callable, shape_rule: Callable, vjp: Cal
 
 
 # ---------------------------------------------------------------- dispatch
-# graph.py and tensor.py plug their interpreters in here (avoids import cycles).
+# graph.py and tensor.py plug their interpreters in here, viz its drawer: lower layers never import upper ones.
 class _Hooks:
     symbol_type: type = type(None)       # graph.Symbol
     tensor_type: type = type(None)       # tensor.Tensor
@@ -127,6 +127,8 @@ class _Hooks:
     eager_apply: Callable = None         # (prim, args, params) -> Tensor
     dual_type: type = type('NoDual', (), {})   # forward.Dual (never None: None is a valid argument)
     dual_apply: Callable = None          # (prim, args, params) -> Dual | value
+    lift: Callable = None                # plain data -> Tensor (tensor.py)
+    display: Callable = staticmethod(lambda obj: {'text/plain': repr(obj)})  # Jupyter's view; viz plugs its drawer in
 
 
 hooks = _Hooks()

@@ -16,7 +16,7 @@ from .compiler import ops as C
 from .compiler.program import Program
 from .control import COND, WHILE
 from .errors import MinigradError
-from .graph import Graph, Symbol, CONSTANT, VARIABLE, PLACEHOLDER
+from .graph import Graph, Symbol, CONSTANT, VARIABLE, PLACEHOLDER, constant, placeholder
 from .trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -325,7 +325,6 @@ def import_onnx(f) -> Graph:
     >>> mg.Session(h).run(h.outputs[0], {h.inputs[0]: np.ones(2, np.float32)})
     array([3., 3.], dtype=float32)
     """
-    from .graph import constant, placeholder
     onnx = _onnx()
     model = f if isinstance(f, onnx.ModelProto) else onnx.load(f)
     table, g = _import_table(), Graph(model.graph.name)

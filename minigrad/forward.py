@@ -16,6 +16,7 @@ from . import core
 from .core import aval_of, describe, fmt_shape
 from .errors import ForwardError, ShapeError
 from .functional import OpsMixin, reshape, stack
+from .tensor import Tensor, enable_grad, tensor
 
 
 class Dual(OpsMixin):
@@ -66,7 +67,6 @@ def dual_apply(prim, args, params):
 def _jvp_from_vjp(prim, primals, tangents, out, params):
     """J v for a primitive with only a VJP: the gradient in u of <J^T u, v> (the VJP is linear in u,
     so the tape transposes it). Eager values only; the tangent is not differentiable further."""
-    from .tensor import Tensor, enable_grad
     if prim.vjp is None:
         raise ForwardError(f"jvp: primitive '{prim.name}' has neither a jvp nor a vjp rule, so forward mode "
                            f"cannot differentiate it; give its record jvp=... (or stop_gradient its input)")
@@ -112,7 +112,6 @@ def jvp(fn, primals, tangents):
 
 def _inputs(primals, tangents):
     """Check primals and tangents (tuples of equal length, same shapes, floating) and make Tensors."""
-    from .tensor import tensor
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise ForwardError(f'jvp: primals and tangents must be tuples, one entry per argument of fn, e.g. '
                            f'mg.jvp(f, (x,), (v,)); got {type(primals).__name__} and {type(tangents).__name__}')
@@ -135,7 +134,6 @@ def _inputs(primals, tangents):
 
 def _split(out, level):
     """(primal, tangent) of one output of fn; an output that does not depend on the inputs has tangent 0."""
-    from .tensor import tensor, Tensor
     if type(out) is Dual and out.level == level:
         return out.primal, out.tangent
     if isinstance(out, core.hooks.symbol_type):
@@ -181,7 +179,6 @@ def jacrev(fn):
     ([[2.0, 4.0]], 1)
     """
     def jac(x):
-        from .tensor import Tensor
         x = _one_input(x, 'jacrev')
         if type(x) is Dual:
             raise ForwardError('jacrev: the input is a Dual (jacrev inside mg.jvp); use jacfwd there')
@@ -202,12 +199,10 @@ def jacrev(fn):
 
 
 def _zeros(shape, dtype):
-    from .tensor import tensor
     return tensor(np.zeros(shape, dtype))
 
 
 def _one_input(x, who):
-    from .tensor import tensor, Tensor
     if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
         raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
                            f'of {len(x)}: concatenate them, or close over the others')
@@ -219,7 +214,6 @@ def _one_input(x, who):
 
 
 def _one_output(out, who):
-    from .tensor import Tensor
     if not isinstance(out, (Tensor, Dual)):
         raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
                            f'{type(out).__name__}')

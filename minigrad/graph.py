@@ -21,6 +21,7 @@ from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
 from .errors import GraphError, TraceError, ShapeError, MinigradError
 from .functional import OpsMixin
+from .autodiff import reverse_sweep
 
 
 def _node_kind(name, doc, impl=None, rule=None, **fields):
@@ -113,8 +114,7 @@ class Symbol(OpsMixin):
         return f"<Symbol '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype} op={self.op}>"
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from . import viz
-        return viz.mimebundle(self)
+        return core.hooks.display(self)
 
 
 class Variable(Symbol):
@@ -346,8 +346,7 @@ class Graph:
         return len(self.nodes)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from . import viz
-        return viz.mimebundle(self)
+        return core.hooks.display(self)
 
     def verify(self) -> 'Graph':
         """Re-check every node: inputs defined earlier in this graph, shapes/dtypes match the rules.
@@ -584,7 +583,6 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
     >>> mg.Session(g).run([da, db], {a: 15.0, b: 20.0})
     [array(20., dtype=float32), array(15., dtype=float32)]
     """
-    from .autodiff import reverse_sweep
     single_x = isinstance(xs, Symbol)
     ys = [ys] if isinstance(ys, Symbol) else list(ys)
     xs = [xs] if single_x else list(xs)

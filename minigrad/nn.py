@@ -18,6 +18,10 @@ from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array
 from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients
 from .tensor import Tensor, tensor, rng, no_grad
+from . import optim
+from .compiler import compile as compile_
+from .control import cond
+from .session import Session
 
 
 class Parameter(Tensor):
@@ -138,7 +142,6 @@ class Module:
         >>> h.history['loss'][-1] < h.history['loss'][0]
         True
         """
-        from . import optim
         # stored past __setattr__: the loss module is not a layer of the model
         self.__dict__.update(_optimizer=optim.get(optimizer, self.parameters()), _loss=get_loss(loss), _steps={})
 
@@ -264,34 +267,20 @@ class _TrainStep:
             g.capture_tensor = None
         self.fetches = [self.loss] + updates
         self.values = None
-        try:
-            from .compiler import compile as compile_
-        except ImportError:
-            compile_ = None
-        if compile_ is not None:
-            self.program = compile_(self.fetches, [self.x, self.y])
-            self._slot = {id(v): i for i, v in enumerate(self.program.variables)}
-        else:
-            from .session import Session
-            self.program, self.session = None, Session(g)
+        self.program = compile_(self.fetches, [self.x, self.y])
+        self._slot = {id(v): i for i, v in enumerate(self.program.variables)}
 
     def load(self):
         """Write the eager values (Parameters, optimizer state) into the graph's Variables."""
         opt = self.opt
         vals = [o.data if k is None else opt._get_state(o)[k] for (o, k), _ in self.targets]
         self.values = [np.asarray(v, dtype=var.dtype) for v, (_, var) in zip(vals, self.targets)]
-        for v, (_, var) in zip(self.values, self.targets):
-            if self.program is not None:                # Program.state: one array per program.variables
-                self.program.state[self._slot[id(var)]] = np.array(v)
-            else:
-                self.session.state[id(var.node)] = np.array(v)
+        for v, (_, var) in zip(self.values, self.targets):   # Program.state: one array per program.variables
+            self.program.state[self._slot[id(var)]] = np.array(v)
 
     def run(self, xb, yb) -> float:
-        if self.program is not None:
-            res = self.program(xb, yb)
-        else:
-            res = self.session.run(self.fetches, {self.x: xb, self.y: yb})
-        self.values = list(res[1:])          # fresh arrays from both (a Program hands its output buffers over)
+        res = self.program(xb, yb)
+        self.values = list(res[1:])          # fresh arrays (a Program hands its output buffers over)
         return float(res[0])
 
     def save(self):
@@ -537,7 +526,6 @@ class DynamicNet(Module):
         depth = int(rng().integers(0, self.max_depth + 1)) if depth is None else depth
         h = F.relu(self.input_linear(x))
         if isinstance(depth, Symbol):
-            from .control import cond
             for k in range(self.max_depth):
                 h = cond(depth > k, lambda h=h: F.relu(self.middle_linear(h)), lambda h=h: h)
         else:

@@ -10,6 +10,7 @@ from .core import fmt_shape, describe, value_array
 from .errors import FeedError, GraphError, InputError
 from .graph import Graph, Symbol, get_default_graph, needed_nodes, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error
+from .compiler import compile as compile_program
 
 
 class Session:
@@ -73,7 +74,6 @@ class Session:
         """Run the compiled Program for this (fetch set, feed signature), compiling it on first use.
 
         There is no second path: if compiling or running fails, the error reaches the caller."""
-        from .compiler import compile as compile_program
         key = (tuple(map(id, fetches)),) + tuple(sorted((k, v.shape, v.dtype.str) for k, v in feeds.items()))
         prog = self._programs.get(key)
         if prog is not None:

@@ -8,6 +8,8 @@ freed by reference counting as soon as the last Tensor using it goes away.
 """
 from __future__ import annotations
 
+import functools
+import html
 import itertools
 import threading
 import weakref
@@ -20,6 +22,7 @@ from .autodiff import reverse_sweep
 from .core import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, InputError, MinigradError, ShapeError
 from .functional import OpsMixin, negative
+from .errors import GraphError
 
 
 class _State(threading.local):
@@ -105,8 +108,7 @@ class Tape:
         return '\n'.join(lines)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from . import viz
-        return viz.mimebundle(self)
+        return core.hooks.display(self)
 
 
 class no_grad:
@@ -128,8 +130,6 @@ class no_grad:
         state.grad_enabled = self._prev
 
     def __call__(self, fn):
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*a, **k):
             with no_grad():
@@ -416,12 +416,10 @@ class Tensor(OpsMixin):
 
     def _repr_html_(self):
         """Jupyter shows the values; a tensor with a recorded graph adds its drawing, folded away."""
-        import html
         text = f'<pre>{html.escape(repr(self))}</pre>'
         if self.grad_fn is None:
             return text
-        from . import viz
-        svg = viz.mimebundle(self).get('image/svg+xml')
+        svg = core.hooks.display(self).get('image/svg+xml')
         return text + (f'<details><summary>graph</summary>{svg}</details>' if svg else '')
 
 
@@ -431,7 +429,6 @@ def _to_array(data, dtype=None) -> np.ndarray:
     elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
         data = [d.data if isinstance(d, Tensor) else d for d in data]
     if getattr(data, '__module__', '').startswith('minigrad.graph') or type(data).__name__ == 'Symbol':
-        from .errors import GraphError
         raise GraphError('cannot make a Tensor from a Symbol: a Symbol has no value until Session.run')
     return core.value_array(data, 'mg.tensor', dtype)
 
@@ -497,6 +494,7 @@ _stale: dict = {}
 
 core.hooks.tensor_type = Tensor
 core.hooks.eager_apply = eager_apply
+core.hooks.lift = lambda data: Tensor._make(_to_array(data))
 
 
 # ------------------------------------------------------------------ backward

@@ -13,6 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .core import hooks
+from .compiler import compile as compile_program
+from .graph import Graph, constant, gradients, placeholder
+from .session import Session
+from .tensor import Tensor, no_grad
 
 __all__ = ['numerical_grad', 'gradcheck', 'assert_modes_agree']
 
@@ -42,7 +46,6 @@ def numerical_grad(f, *arrays, eps: float = 1e-6, weights=None) -> list:
     >>> numerical_grad(lambda x: x ** 3, np.array([2.0]))[0].round(4)
     array([12.])
     """
-    from .tensor import Tensor, no_grad
     xs = [_as_float64(a) for a in arrays]
     grads = []
 
@@ -86,7 +89,6 @@ def gradcheck(f, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     >>> gradcheck(lambda a, b: mg.matmul(a, b).tanh(), np.ones((2, 3)), np.ones((3, 2)) * 0.1)
     True
     """
-    from .tensor import Tensor
     xs = [_as_float64(a) for a in inputs]
     ts = [Tensor._make(x.copy(), None, x.dtype.kind == 'f') for x in xs]
     out = f(*ts)
@@ -146,8 +148,6 @@ def assert_modes_agree(f, *arrays, rtol: float = 1e-5, atol: float = 1e-6, grads
     >>> [m for m in ('eager', 'session') if m in res]
     ['eager', 'session']
     """
-    import minigrad as mg
-    from .tensor import Tensor
     xs = [np.asarray(a) for a in arrays]
     diff = [x.dtype.kind == 'f' for x in xs] if grads else [False] * len(xs)
     results = {}
@@ -165,22 +165,19 @@ def assert_modes_agree(f, *arrays, rtol: float = 1e-5, atol: float = 1e-6, grads
     results['eager'] = (val, eager_grads)
 
     # 2. static graph + Session, gradients by mg.gradients
-    g = mg.Graph()
+    g = Graph()
     with g.as_default():
-        phs = [mg.placeholder(x.dtype, x.shape, name=f'x{i}') for i, x in enumerate(xs)]
+        phs = [placeholder(x.dtype, x.shape, name=f'x{i}') for i, x in enumerate(xs)]
         y = f(*phs)
-        gsyms = mg.gradients(y, [p for p, d in zip(phs, diff) if d], grad_ys=mg.constant(r)) \
-            if differentiable else []
+        gsyms = gradients(y, [p for p, d in zip(phs, diff) if d], grad_ys=constant(r)) if differentiable else []
     feed = dict(zip(phs, xs))
-    vals = mg.Session(g).run([y] + list(gsyms), feed)
+    vals = Session(g).run([y] + list(gsyms), feed)
     results['session'] = (vals[0], vals[1:])
 
-    # 3. compiled Program (skipped until minigrad has a compiler)
-    if hasattr(mg, 'compile'):
-        prog = mg.compile([y] + list(gsyms), phs)
-        pv = prog(*xs)
-        pv = [pv] if not isinstance(pv, (list, tuple)) else list(pv)
-        results['compiled'] = (pv[0], pv[1:])
+    # 3. compiled Program
+    pv = compile_program([y] + list(gsyms), phs)(*xs)
+    pv = [pv] if not isinstance(pv, (list, tuple)) else list(pv)
+    results['compiled'] = (pv[0], pv[1:])
 
     problems = []
     ref_val, ref_grads = results['eager']

@@ -35,6 +35,7 @@ from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor
 from .compiler import compile as compile_graph
 from .compiler.rewrite import copy_node
+from .interpreter import evaluate
 
 
 def _as_array(x) -> np.ndarray:
@@ -97,15 +98,13 @@ class TracedFunction:
         return f'<TracedFunction {self.__name__}: {len(self.graph.nodes)} nodes>'
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from . import viz
-        return viz.mimebundle(self)
+        return core.hooks.display(self)
 
 
 def _run(traced: TracedFunction, arrays) -> list:
     """Evaluate the traced graph: its compiled Program under mg.jit, the reference interpreter for mg.trace."""
     if traced.program is not None:
         return list(traced.program(*arrays, *[t.data for _, t in traced.params]))
-    from .interpreter import evaluate
     feeds = Session(traced.graph)._check_feeds(traced.feeds(arrays))
     return [np.array(v) for v in evaluate(traced.graph, traced.outputs, feeds, {})]
 
@@ -237,7 +236,6 @@ class _Tracer:
         self.graph, self.feeds, self.breaks = graph, feeds, []
 
     def __call__(self, sym, what, convert):
-        from .interpreter import evaluate
         value = np.asarray(evaluate(self.graph, [sym], self.feeds())[0])
         expected = convert(value)
         self.breaks.append(GraphBreak(sym, what, convert, expected, len(self.graph.nodes), _user_line()))
@@ -472,8 +470,7 @@ class JitFunction:
         return '\n'.join(str(s.graph) for s in self._last.segments)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from . import viz
-        return viz.mimebundle(self.graph)
+        return core.hooks.display(self.graph)
 
 
 def jit(fn, cache_size=JitFunction.CACHE_SIZE, backend=None) -> JitFunction:

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ..core import fmt_shape
+from ..core import fmt_shape, hooks
 from ..errors import FeedError, MinigradError, ShapeError
 from .codegen import generate
 from .lower import flatten
@@ -134,5 +134,4 @@ class Program:
                 f'{self.memory.num_buffers} buffers>')
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from .. import viz
-        return viz.mimebundle(self)
+        return hooks.display(self)

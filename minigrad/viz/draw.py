@@ -26,8 +26,10 @@ import threading
 
 import numpy as np
 
-from ..core import PRIMITIVES
+from ..core import PRIMITIVES, hooks
 from ..errors import MinigradError, InputError
+from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
+from ..tensor import Tape, TapeNode, Tensor, _tape_order
 from . import vizjs
 from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
 
@@ -370,6 +372,9 @@ def mimebundle(obj) -> dict:
         return {'text/plain': f'{text}\n(drawing unavailable: {e})'}
 
 
+hooks.display = mimebundle      # Tensor, Graph, Symbol, Program... show themselves through this
+
+
 # ------------------------------------------------------------------ builders
 def _tensor_role(t, is_output=False):
     if is_output:
@@ -395,7 +400,6 @@ def _const_vertex(d, owner_key, i, value):
 
 def from_tensor(root, need_values=False):
     """Drawing + steps of the graph that produced `root` (walks grad_fn TapeNodes)."""
-    from ..tensor import TapeNode, _tape_order
     d = Drawing()
     if root.grad_fn is None:
         d.data(d.key(root, 't'), root.name or 'tensor', root.shape, root.dtype, root.data, root.grad,
@@ -448,16 +452,15 @@ def from_tensor(root, need_values=False):
 def from_tape(tape, root=None):
     """Drawing + steps of a Tape's entries (each op, in the order it ran)."""
     d = Drawing()
-    T = _tensor_type()
     produced = {id(e.output) for e in tape.entries}
     last = root if root is not None else (tape.entries[-1].output if tape.entries else None)
-    names = Names(t.name for e in tape.entries for t in (e.output, *e.inputs) if isinstance(t, T) and t.name)
+    names = Names(t.name for e in tape.entries for t in (e.output, *e.inputs) if isinstance(t, Tensor) and t.name)
     steps = []
     for i, e in enumerate(tape.entries):
         ok = d.key(e, 'o')
         ins, needs, in_vals = [], [], []
         for j, x in enumerate(e.inputs):
-            if isinstance(x, T):
+            if isinstance(x, Tensor):
                 k = d.key(x, 't')
                 if k not in d.vertices and id(x) not in produced:
                     d.data(k, names(x.name, 'tensor'), x.shape, x.dtype, x.data, x.grad,
@@ -476,14 +479,8 @@ def from_tape(tape, root=None):
     return d, steps
 
 
-def _tensor_type():
-    from ..tensor import Tensor
-    return Tensor
-
-
 def _sub_graphs(node):
     """(param name, Graph) pairs of a node: fused groups, cond branches, while bodies."""
-    from ..graph import Graph
     out = []
     for k, v in node.params.items():
         if isinstance(v, Graph):
@@ -502,7 +499,6 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
     """Drawing + steps of a static Graph (only what `fetch` needs, if given).
 
     Nodes created by mg.gradients are drawn as backward ops (graph.grad_nodes holds their ids)."""
-    from ..graph import Symbol, needed_nodes, where_text, SOURCES, PLACEHOLDER, CONSTANT
     top = d is None
     d = d or Drawing()
     env = {} if env is None else env                  # id(Symbol) -> vertex key (sub-graphs map inputs)
@@ -574,7 +570,6 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
 # ------------------------------------------------------------------ mg.draw
 def _as_graph(obj):
     """(graph, fetch) for a Graph, Symbol, traced function or Program; None otherwise."""
-    from ..graph import Graph, Symbol
     if isinstance(obj, Graph):
         return obj, None
     if isinstance(obj, Symbol):
@@ -629,7 +624,6 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
     >>> mg.draw(y).source.count('->')
     3
     """
-    from ..tensor import Tensor, Tape
     buffers = None
     vals = {id(k): v for k, v in (values or {}).items()}
     if isinstance(obj, Tensor):

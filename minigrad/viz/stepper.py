@@ -22,10 +22,12 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from ..errors import MinigradError, InputError
-from ..graph import PLACEHOLDER, VARIABLE, CONSTANT
+from ..graph import PLACEHOLDER, VARIABLE, CONSTANT, Graph, Node, Symbol
+from ..interpreter import evaluate, needed_nodes, run_graph
+from ..tensor import Tape, Tensor, no_grad
 from ..control import WHILE, WHILE_GRAD
 from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
-                   svg_html, to_digraph)
+                   svg_html, to_digraph, _as_graph, _shape_str)
 
 try:
     import ipywidgets as W
@@ -313,7 +315,6 @@ class Stepper(_Player):
     """
 
     def __init__(self, obj, feed_dict=None, fetch=None, root=None, max_nodes=150):
-        from ..tensor import Tensor, Tape
         if isinstance(obj, Tensor):
             d, steps = from_tensor(obj, need_values=True)
             root_key = steps[-1].outs[0] if steps else None
@@ -332,8 +333,6 @@ class Stepper(_Player):
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
-        from ..graph import Graph, Symbol
-        from ..interpreter import evaluate, needed_nodes
         g = obj if isinstance(obj, Graph) else obj.graph if isinstance(obj, Symbol) else getattr(obj, 'graph', None)
         if not isinstance(g, Graph):
             raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
@@ -395,7 +394,6 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
                             if s.outs else None, dim=set().union(*pending[i:])))
     if root_key is None or not steps:
         return frames
-    from ..tensor import no_grad
     root = values[root_key]
     grads = {root_key: np.ones_like(root)}
     uses: dict = {}
@@ -441,7 +439,6 @@ def _sig(node):
 
 def _stable(obj):
     """What identifies a drawn thing across compiler snapshots: passes copy nodes, keeping ops and names."""
-    from ..graph import Node
     if isinstance(obj, Node):
         return ('op',) + _sig(obj)
     return 'val', obj.name, {'constant': 'const', 'placeholder': 'in', 'variable': 'in'}.get(obj.op, 'val')
@@ -570,7 +567,6 @@ class PathStepper(_Player):
     """
 
     def __init__(self, obj, wrt, root=None, max_paths=64, max_nodes=150):
-        from ..tensor import Tape, Tensor, no_grad
         if isinstance(obj, Tape):
             d, steps = from_tape(obj, root)
             root_key = d._keys[id(root if root is not None else obj.entries[-1].output)]
@@ -652,7 +648,6 @@ class LoopStepper(_Player):
     taken through that loop in the same graph. ``names`` names the loop variables."""
 
     def __init__(self, result, feed_dict=None, names=None, max_iterations=24, max_nodes=150):
-        from ..interpreter import evaluate, run_graph
         node = getattr(result, 'node', None)
         if node is None or node.prim is not WHILE:
             raise MinigradError('LoopStepper: pass an output of mg.while_loop (e.g. the first loop variable)')
@@ -774,9 +769,6 @@ class TraceStepper(_Player):
     them to the graph. ``TraceStepper(mg.trace(fn, *examples))`` or ``TraceStepper(graph)``."""
 
     def __init__(self, obj, max_nodes=150):
-        from ..graph import Graph
-        from ..interpreter import needed_nodes
-        from .draw import _as_graph
         found = _as_graph(obj)
         if found is None:
             raise TypeError(f'TraceStepper: expected a traced function or a Graph, got {type(obj).__name__}')
@@ -823,7 +815,6 @@ class TraceStepper(_Player):
 
 
 def _shape(s):
-    from .draw import _shape_str
     return _shape_str(s.shape, s.dtype)
 
 
