@@ -583,20 +583,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
     >>> mg.Session(g).run([da, db], {a: 15.0, b: 20.0})
     [array(20., dtype=float32), array(15., dtype=float32)]
     """
-    single_x = isinstance(xs, Symbol)
-    ys = [ys] if isinstance(ys, Symbol) else list(ys)
-    xs = [xs] if single_x else list(xs)
-    for s in ys + xs:
-        if not isinstance(s, Symbol):
-            raise GraphError(f'gradients: expected Symbols, got {describe(s)}; for eager tensors use .backward()')
-    g = ys[0].graph
-    for s in ys + xs:
-        if s.graph is not g:
-            raise GraphError(f"gradients: '{s.name}' belongs to another graph than '{ys[0].name}'")
-    if grad_ys is None:
-        grad_ys = [None] * len(ys)
-    elif not isinstance(grad_ys, (list, tuple)):
-        grad_ys = [grad_ys]
+    g, ys, xs, grad_ys = _gradient_args(ys, xs, grad_ys)
     start = len(g.nodes)
     with g.atomic(), g.as_default():
         # values that depend on some x: only those need (and get) cotangents
@@ -634,6 +621,22 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
         result = [found.get(id(x)) if found.get(id(x)) is not None else zeros_like(x) for x in xs]
     g.grad_nodes.update(id(n) for n in g.nodes[start:])
     return result
+
+
+def _gradient_args(ys, xs, grad_ys):
+    """(graph, ys, xs, grad_ys) as lists, checked: Symbols of one graph."""
+    ys = [ys] if isinstance(ys, Symbol) else list(ys)
+    xs = [xs] if isinstance(xs, Symbol) else list(xs)
+    for s in ys + xs:
+        if not isinstance(s, Symbol):
+            raise GraphError(f'gradients: expected Symbols, got {describe(s)}; for eager tensors use .backward()')
+        if s.graph is not ys[0].graph:
+            raise GraphError(f"gradients: '{s.name}' belongs to another graph than '{ys[0].name}'")
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    elif not isinstance(grad_ys, (list, tuple)):
+        grad_ys = [grad_ys]
+    return ys[0].graph, ys, xs, grad_ys
 
 
 def group(*ops) -> Symbol:

@@ -436,47 +436,51 @@ def _to_array(data, dtype=None) -> np.ndarray:
 # ------------------------------------------------------------------ eager interpreter
 def eager_apply(prim, args, params):
     """Compute prim on the arrays now; record a TapeNode if some input requires grad."""
-    if len(args) == 2:                  # the common case, unrolled (a comprehension costs a call in 3.11)
-        a, b = args
-        vals = [a.data if isinstance(a, Tensor) else a, b.data if isinstance(b, Tensor) else b]
-    else:
-        vals = [a.data if isinstance(a, Tensor) else a for a in args]
+    vals, parents = _unpack(args)       # the arrays, and the edges the TapeNode would get
     try:
         out = prim.impl(*vals, **params)
     except MinigradError:
         raise
-    except Exception as e:
+    except Exception as e:              # numpy's error, re-raised naming the op and the operands
         raise shape_error(prim, args, params, e) from None
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     if out.dtype.kind == 'O':           # an operand was an object array: numpy would compute nonsense
-        raise InputError(f'{prim.name}: an operand holds Python objects ({", ".join(describe(a) for a in args)}); '
+        raise InputError(f'{prim.name}: an operand holds Python objects ({", ".join(map(describe, args))}); '
                          f'use numbers, bools or numeric arrays')
-    t = _new(Tensor)
+    t = _new(Tensor)                    # Tensor._make inlined: one of the tape's hottest lines
     t.data, t.grad, t.name, t.grad_fn, t._requires_grad, t._version = out, None, None, None, False, 0
-    if state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
-        # an edge per input: the producing TapeNode, the leaf Tensor, or None (no gradient needed)
-        if len(args) == 2:
-            pa = (a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None
-            pb = (b.grad_fn or b) if isinstance(b, Tensor) and b._requires_grad else None
-            parents = (pa, pb) if pa is not None or pb is not None else None
-        else:
-            parents = tuple([(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None
-                             for a in args])
-            for p in parents:           # (not parents.count(None): that would call Tensor.__eq__)
-                if p is not None:
-                    break
-            else:
-                parents = None
-        if parents is not None:
-            node = t.grad_fn = _new(TapeNode)   # TapeNode(...) inlined: this is the hottest line of the tape
-            node.prim, node.params, node.parents, node.saved, node.retained = prim, params, parents, vals, None
-            node.out = out if prim.saves_out else None
-            node.seq = _next_seq()
-            t._requires_grad = True
+    if parents is not None and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
+        node = t.grad_fn = _new(TapeNode)   # speed: TapeNode(...) inlined
+        node.prim, node.params, node.parents, node.saved, node.retained = prim, params, parents, vals, None
+        node.out, node.seq = out if prim.saves_out else None, _next_seq()
+        t._requires_grad = True
     if state.tapes:
         _record(prim.name, args, params, t)
     return t
+
+
+# speed: the tape's hot path (its per-op cost is what `python -m minigrad.bench` measures as 'tape')
+def _unpack(args):
+    """The input arrays, and an edge per input: the TapeNode that made it, the leaf Tensor, or None
+    (no gradient needed); the edges are None when no input needs a gradient."""
+    if len(args) == 2:                  # speed: the common case unrolled (the tape's hottest function)
+        a, b = args
+        if isinstance(a, Tensor):
+            va, pa = a.data, (a.grad_fn or a) if a._requires_grad else None
+        else:
+            va, pa = a, None
+        if isinstance(b, Tensor):
+            vb, pb = b.data, (b.grad_fn or b) if b._requires_grad else None
+        else:
+            vb, pb = b, None
+        return (va, vb), ((pa, pb) if pa is not None or pb is not None else None)
+    vals = [a.data if isinstance(a, Tensor) else a for a in args]
+    parents = tuple([(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None for a in args])
+    for p in parents:                   # (not parents.count(None): that would call Tensor.__eq__)
+        if p is not None:
+            return vals, parents
+    return vals, None
 
 
 def _record(op, args, params, out):
@@ -499,7 +503,31 @@ core.hooks.lift = lambda data: Tensor._make(_to_array(data))
 
 # ------------------------------------------------------------------ backward
 def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False):
+    """The reverse sweep of the tape from `root` (Tensor.backward): each leaf's .grad gets d root / d leaf."""
     retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
+    g = _seed(root, gradient, create_graph)
+    if root.grad_fn is None:            # a leaf: d root / d root = 1
+        _accumulate(root, g, create_graph)
+        return
+    order, leaves = _tape_order(root.grad_fn)       # every TapeNode behind root, consumers first
+    if _stale:
+        _check_saved(order)
+    ct = {id(root.grad_fn): g}          # cotangents: id(node or leaf) -> d root / d value
+    with (enable_grad() if create_graph else no_grad()):
+        reverse_sweep(order, ct, None, functools.partial(_call_vjp, create_graph))
+        if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
+            for node in order:
+                node.saved = node.out = None
+        given = set()                   # two leaves must never share one gradient array
+        for leaf in leaves:
+            g = ct.get(id(leaf))
+            if g is not None:
+                _accumulate(leaf, g, create_graph, copy=id(g) in given)
+                given.add(id(g))
+
+
+def _seed(root, gradient, create_graph):
+    """The cotangent backward starts from: 1 for a scalar root, else the given gradient (checked, copied)."""
     if not root._requires_grad:
         raise BackwardError(f'backward(): {describe(root)} does not require grad and has no grad_fn, so there '
                             f'is nothing to differentiate. Create the inputs with requires_grad=True '
@@ -518,57 +546,33 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
                              f'{root.data.shape}; they must match')
     if create_graph:
         g = gradient if isinstance(gradient, Tensor) and gradient.dtype == root.dtype else Tensor._make(g)
-    if root.grad_fn is None:            # a leaf: d root / d root = 1
-        _accumulate(root, g, create_graph)
-        return
+    return g
 
-    order, leaves = _tape_order(root.grad_fn)
-    if _stale:
-        _check_saved(order)
-    ct = {id(root.grad_fn): g}
 
-    def call_vjp(node, g):
-        if node.retained is not None:
-            t = node.retained()
-            if t is not None:
-                _accumulate(t, g, create_graph, copy=True)
-        saved, parents = node.saved, node.parents
-        if saved is None:
-            raise BackwardError(
-                f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), but its "
-                f'saved values were freed after the first backward() to save memory. Pass '
-                f'retain_graph=True to the first backward() if you need to call it again.')
-        if create_graph:
-            saved = tuple(_wrap(p, v) for p, v in zip(parents, saved))
-            out = core.apply(node.prim, *saved, **node.params) if node.prim.saves_out else None
-        else:
-            out = node.out
-        try:
-            grads = node.prim.vjp(tuple([p is not None for p in parents]), g, out, *saved, **node.params)
-        except NotImplementedError:     # an exercise stub: the checks say 'not done yet'
-            raise
-        except Exception as e:          # re-raised, naming the op: the tape is still whole
-            raise BackwardError(f"backward(): the VJP of '{node.prim.name}' failed: {type(e).__name__}: {e}") from e
-        return zip(parents, grads)
-
-    with (enable_grad() if create_graph else no_grad()):
-        reverse_sweep(order, ct, None, call_vjp)
-        if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
-            for node in order:
-                node.saved = node.out = None
-        given = set()       # two leaves must never share one gradient array
-        for leaf in leaves:
-            g = ct.get(id(leaf))
-            if g is None:
-                continue
-            if leaf.grad is None and type(g) is np.ndarray and g.base is None and g.dtype == leaf.data.dtype \
-                    and id(g) not in given:     # the common case: a fresh array becomes .grad as it is
-                gt = _new(Tensor)
-                gt.data, gt.grad, gt.name, gt.grad_fn, gt._requires_grad, gt._version = g, None, None, None, False, 0
-                leaf.grad = gt
-            else:
-                _accumulate(leaf, g, create_graph, copy=id(g) in given)
-            given.add(id(g))
+def _call_vjp(create_graph, node, g):
+    """(parent, cotangent) pairs of one TapeNode: its primitive's VJP on the values it saved."""
+    if node.retained is not None:
+        t = node.retained()
+        if t is not None:
+            _accumulate(t, g, create_graph, copy=True)
+    saved, parents = node.saved, node.parents
+    if saved is None:
+        raise BackwardError(
+            f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), but its "
+            f'saved values were freed after the first backward() to save memory. Pass '
+            f'retain_graph=True to the first backward() if you need to call it again.')
+    if create_graph:                    # the VJP runs on Tensors, so the tape records it too
+        saved = tuple(_wrap(p, v) for p, v in zip(parents, saved))
+        out = core.apply(node.prim, *saved, **node.params) if node.prim.saves_out else None
+    else:
+        out = node.out
+    try:
+        grads = node.prim.vjp(tuple([p is not None for p in parents]), g, out, *saved, **node.params)
+    except NotImplementedError:         # an exercise stub: the checks say 'not done yet'
+        raise
+    except Exception as e:              # re-raised, naming the op: the tape is still whole
+        raise BackwardError(f"backward(): the VJP of '{node.prim.name}' failed: {type(e).__name__}: {e}") from e
+    return zip(parents, grads)
 
 
 def _check_saved(order):
