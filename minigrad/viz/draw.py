@@ -178,42 +178,14 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
     clusters, colors = {}, {}
     for k in shown:
         v = d.vertices[k]
-        attrs = dict(id=f'mg-{k}')
-        if v['kind'] == 'op':
-            attrs.update(shape='ellipse', style='filled', label=f'<<b>{esc(v["op"])}</b>'
-                         + (f'<br/><font point-size="9">{esc(v["detail"])}</font>' if v['detail'] else '') + '>')
-            attrs.update(dict(fillcolor='#ffd9d9', color=BWD, fontcolor='#800000') if v['backward']
-                         else dict(fillcolor='#e6e6ff', color='#5555aa'))
-            if v.get('ghost'):
-                attrs.update(style='dashed', color='#999999', fontcolor='#999999', fillcolor='white')
-            if tooltips and v.get('where'):     # shown on hover
-                attrs['tooltip'] = f'{v["op"]}, {v["where"]}'
-        else:
-            role = v['role']
-            attrs.update(shape='box', style='rounded,filled')
-            attrs.update(ROLE_STYLE.get(role, {}))
-            value = v['value'] if values is None else values.get(k, v['value'] if role in ('constant',) else None)
-            grad = v['grad'] if grads is None else grads.get(k)
-            buf = None if buffers is None else buffers.get(k)
-            if buf is not None:
-                colors.setdefault(buf, BUFFER_COLORS[len(colors) % len(BUFFER_COLORS)])
-                attrs.update(fillcolor=colors[buf])
-            attrs['label'] = _data_label(v, value, grad, buf)
+        attrs = {'id': f'mg-{k}', **(_op_attrs(v, tooltips) if v['kind'] == 'op'
+                                     else _data_attrs(v, k, values, grads, buffers, colors))}
         if k in hl:
             attrs.update({'color': HL, 'penwidth': '3', 'class': 'mg-highlight'})
-        target = dot
         c = v.get('cluster')
-        if c is not None:
-            if c not in clusters:
-                clusters[c] = graphviz.Digraph(name=f'cluster_{c}')
-                info = d.clusters.get(c, {})
-                clusters[c].attr(label=f'<<i>{esc(info.get("label", c))}</i>>', style='dashed,rounded',
-                                 color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'),
-                                 id=f'mg-{c}')
-                if c in hl:
-                    clusters[c].attr(color=HL, penwidth='2.5', **{'class': 'mg-highlight-cluster'})
-            target = clusters[c]
-        target.node(k, **attrs)
+        if c is not None and c not in clusters:
+            clusters[c] = _cluster(graphviz, c, d.clusters.get(c, {}), c in hl)
+        (dot if c is None else clusters[c]).node(k, **attrs)
     for c, sub in clusters.items():
         parent = d.clusters.get(c, {}).get('parent')
         (clusters.get(parent, dot) if parent in clusters else dot).subgraph(sub)
@@ -229,23 +201,53 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
                 noted.add(b)
                 dot.edge('mg_more', b, style='dotted', color='#999999')
             continue
-        attrs = dict(id=f'mg-e{n}')
-        if style == 'bwd':
-            attrs.update(color=BWD, style='dashed')
-        elif style == 'flow':
-            attrs.update(color=BWD, style='dashed', constraint='false', fontcolor=BWD)
-        elif style == 'note':
-            attrs.update(style='dotted', color='#999999', arrowhead='none')
-        elif style == 'back':                       # a loop's way back: drawn, but not used to rank nodes
-            attrs.update(style='dashed', constraint='false', color='#888888', fontcolor='#888888')
-        elif style == 'invis':                      # only there to shape the layout (e.g. stack a column)
-            attrs.update(style='invis', weight='10')
+        attrs = {'id': f'mg-e{n}', **EDGE_STYLE.get(style, {})}
         if label:
             attrs['label'] = f'<{esc(label)}>'
         if (a, b) in hl:
             attrs.update({'color': HL, 'penwidth': '2.5', 'class': 'mg-highlight-edge', 'fontcolor': HL})
         dot.edge(a, b, **attrs)
     return dot
+
+
+EDGE_STYLE = {'bwd': dict(color=BWD, style='dashed'),
+              'flow': dict(color=BWD, style='dashed', constraint='false', fontcolor=BWD),
+              'note': dict(style='dotted', color='#999999', arrowhead='none'),
+              'back': dict(style='dashed', constraint='false', color='#888888', fontcolor='#888888'),  # a loop's way back: not used to rank
+              'invis': dict(style='invis', weight='10')}    # only there to shape the layout (e.g. stack a column)
+
+
+def _cluster(graphviz, c, info, highlight):
+    sub = graphviz.Digraph(name=f'cluster_{c}')
+    sub.attr(label=f'<<i>{esc(info.get("label", c))}</i>>', style='dashed,rounded',
+             color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'), id=f'mg-{c}')
+    if highlight:
+        sub.attr(color=HL, penwidth='2.5', **{'class': 'mg-highlight-cluster'})
+    return sub
+
+
+def _op_attrs(v, tooltips):
+    attrs = dict(shape='ellipse', style='filled', label=f'<<b>{esc(v["op"])}</b>'
+                 + (f'<br/><font point-size="9">{esc(v["detail"])}</font>' if v['detail'] else '') + '>')
+    attrs.update(dict(fillcolor='#ffd9d9', color=BWD, fontcolor='#800000') if v['backward']
+                 else dict(fillcolor='#e6e6ff', color='#5555aa'))
+    if v.get('ghost'):
+        attrs.update(style='dashed', color='#999999', fontcolor='#999999', fillcolor='white')
+    if tooltips and v.get('where'):     # shown on hover
+        attrs['tooltip'] = f'{v["op"]}, {v["where"]}'
+    return attrs
+
+
+def _data_attrs(v, k, values, grads, buffers, colors):
+    role = v['role']
+    attrs = {'shape': 'box', 'style': 'rounded,filled', **ROLE_STYLE.get(role, {})}
+    value = v['value'] if values is None else values.get(k, v['value'] if role == 'constant' else None)
+    grad = v['grad'] if grads is None else grads.get(k)
+    buf = None if buffers is None else buffers.get(k)
+    if buf is not None:                 # one colour per buffer, so values sharing memory share a colour
+        attrs['fillcolor'] = colors.setdefault(buf, BUFFER_COLORS[len(colors) % len(BUFFER_COLORS)])
+    attrs['label'] = _data_label(v, value, grad, buf)
+    return attrs
 
 
 # ------------------------------------------------------------------ rendering
@@ -517,19 +519,7 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
             continue                                   # a sub-graph input drawn as the outer value
         subs = _sub_graphs(n)
         if subs and is_fused(n) and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
-            sub = subs[0][1]                           # a fused group: draw its inside in a cluster
-            c = f'{ok}'
-            kind = n.params.get('kind')
-            d.clusters[c] = dict(label=f'{n.op} kernel' + (f' ({kind})' if isinstance(kind, str) else ''),
-                                 parent=cluster)
-            inner = {id(s): env.get(id(i), d.key(i, 's')) for s, i in zip(sub.inputs, n.inputs)}
-            from_graph(sub, None, values, set(), d, c, env=inner)
-            for o, so in zip(n.outputs, sub.outputs):
-                env[id(o)] = inner.get(id(so)) or d.key(so, 's')
-                d.vertices[env[id(o)]]['role'] = 'output' if id(o) in outs else 'grad' if bwd else 'value'
-            steps.append(Step(ok, n.prim, n.params, [env.get(id(i), d.key(i, 's')) for i in n.inputs],
-                              [i.dtype.kind == 'f' for i in n.inputs], None,
-                              [env[id(o)] for o in n.outputs], None, bwd, n))
+            steps.append(_fused_group(d, n, subs[0][1], ok, cluster, values, env, outs, bwd))
             continue
         if not src:
             detail = ', '.join(f'{k}={v}' for k, v in n.params.items()
@@ -565,6 +555,19 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
                               [i.dtype.kind == 'f' for i in n.inputs], None,
                               [env.get(id(o)) or d.key(o, 's') for o in n.outputs], None, bwd, n))
     return d, steps
+
+
+def _fused_group(d, n, sub, ok, cluster, values, env, outs, bwd):
+    """A fused group drawn as its inside in a cluster; returns its Step."""
+    kind = n.params.get('kind')
+    d.clusters[ok] = dict(label=f'{n.op} kernel' + (f' ({kind})' if isinstance(kind, str) else ''), parent=cluster)
+    inner = {id(s): env.get(id(i), d.key(i, 's')) for s, i in zip(sub.inputs, n.inputs)}
+    from_graph(sub, None, values, set(), d, ok, env=inner)
+    for o, so in zip(n.outputs, sub.outputs):
+        env[id(o)] = inner.get(id(so)) or d.key(so, 's')
+        d.vertices[env[id(o)]]['role'] = 'output' if id(o) in outs else 'grad' if bwd else 'value'
+    return Step(ok, n.prim, n.params, [env.get(id(i), d.key(i, 's')) for i in n.inputs],
+                [i.dtype.kind == 'f' for i in n.inputs], None, [env[id(o)] for o in n.outputs], None, bwd, n)
 
 
 # ------------------------------------------------------------------ mg.draw
