@@ -137,3 +137,13 @@ def test_code_lines_skips_blanks_comments_and_docstrings(tmp_path, source, expec
     p = tmp_path / 'm.py'
     p.write_text(source)
     assert code_lines(p) == expected
+
+
+def test_readme_layout_names_every_module_bottom_up():
+    readme = (PKG.parent / 'README.md').read_text()
+    block = readme.split('## Library layout', 1)[1].split('```')[1]
+    names = {m: f'{m}.py' if (PKG / f'{m}.py').exists() else f'{m}/' for m in RANK}
+    missing = [n for n in names.values() if n not in block]
+    assert not missing, f'README layout section misses {missing}'
+    order = sorted(RANK, key=lambda m: block.index(names[m]))
+    assert [RANK[m] for m in order] == sorted(RANK.values()), f'README lists modules out of layer order: {order}'
