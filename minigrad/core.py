@@ -249,12 +249,6 @@ def fmt_shape(shape) -> str:
     return '(' + ', '.join('?' if d is None else str(d) for d in shape) + (',)' if len(shape) == 1 else ')')
 
 
-def result_dtype(*xs) -> np.dtype:
-    """numpy's promotion, with Python scalars 'weak' as in NEP 50 (float32 * 2.0 -> float32)."""
-    parts = [x if isinstance(x, (bool, int, float)) else aval_of(x).dtype for x in xs]
-    return np.result_type(*parts)
-
-
 def broadcast_shapes(op: str, *shapes, args=None) -> tuple | None:
     """numpy broadcasting with unknown dims: None vs 1 -> None, None vs n -> n (assumed equal)."""
     if any(s is None for s in shapes):
