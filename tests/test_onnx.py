@@ -158,7 +158,8 @@ def lowered(fn, shape, xv, dims=None):
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 BASIC = [(1,), (-1,), (slice(None, None, -1),), (slice(None), slice(2, None, -1)), (Ellipsis, -1),
          (None, 0, Ellipsis, None), (slice(1, -5, -1), slice(0, 3, 2), slice(-3, None)), (slice(None), -2, None),
-         (slice(None), np.array([2, -1, 0, 2])), (Ellipsis, np.array([[0, 1], [-1, 3]]))]    # the last two: Gather
+         (slice(None), np.array([2, -1, 0, 2])), (Ellipsis, np.array([[0, 1], [-1, 3]])),      # Gather:
+         (slice(None), np.array([True, False, True]))]                   # a 1-D mask too
 FLAT = [(np.array([1, 0, 1]), slice(None), np.array([0, 3, -1])), (0, slice(None), np.array([1, 1])),
         (X[..., 0] > 5,), (np.array([True, False]), None, np.array([2, 0]))]
 
@@ -220,6 +221,11 @@ def test_unlowerable_index_and_unknown_op_raise_named_errors():
             y = fn(x)
         with pytest.raises(mg.MinigradError, match=rf"'{op}\S*' \({op}\).*needs a known input shape, got \(None, 3\)"):
             mg.to_onnx(y, inputs=[x])
+    with mg.Graph().as_default():
+        x = mg.placeholder(mg.float32, None, name='x')
+        y = x[..., 0]
+    with pytest.raises(mg.MinigradError, match=r"'getitem' \(getitem\).*needs the input rank"):
+        mg.to_onnx(y, inputs=[x])
     h = onnx.helper
     node = h.make_node('Softmax', ['a'], ['b'], name='sm')
     vi = h.make_tensor_value_info('a', onnx.TensorProto.FLOAT, [3])
@@ -231,14 +237,14 @@ def test_unlowerable_index_and_unknown_op_raise_named_errors():
 def test_import_loop_with_a_trip_count():
     """A Loop written by another tool: trip count M and a body that never ends the loop itself."""
     h, T = onnx.helper, onnx.TensorProto
+    vi = h.make_tensor_value_info
     body = h.make_graph([h.make_node('Identity', ['c'], ['c_out']), h.make_node('Mul', ['v', 'two'], ['v_out'])],
-                        'body', [h.make_tensor_value_info('i', T.INT64, []), h.make_tensor_value_info('c', T.BOOL, []),
-                                 h.make_tensor_value_info('v', T.FLOAT, [2])],
-                        [h.make_tensor_value_info('c_out', T.BOOL, []), h.make_tensor_value_info('v_out', T.FLOAT, [2])],
+                        'body', [vi('i', T.INT64, []), vi('c', T.BOOL, []), vi('v', T.FLOAT, [2])],
+                        [vi('c_out', T.BOOL, []), vi('v_out', T.FLOAT, [2])],
                         [onnx.numpy_helper.from_array(np.float32(2), 'two')])
     loop = h.make_node('Loop', ['M', '', 'v0'], ['v_final'], body=body)
-    g = h.make_graph([loop], 'g', [h.make_tensor_value_info('v0', T.FLOAT, [2])],
-                     [h.make_tensor_value_info('v_final', T.FLOAT, [2])], [onnx.numpy_helper.from_array(np.int64(5), 'M')])
+    g = h.make_graph([loop], 'g', [vi('v0', T.FLOAT, [2])], [vi('v_final', T.FLOAT, [2])],
+                     [onnx.numpy_helper.from_array(np.int64(5), 'M')])
     m = h.make_model(g, opset_imports=[h.make_opsetid('', 18)])
     m.ir_version = 10
     check(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
