@@ -424,7 +424,7 @@ def _shape_expr(xs, a):
     if a['op'] == 'Concat' and len(xs) == 2 and isinstance(xs[1], _Shape) and not xs[1].pad and \
             np.all(_const_of(xs[0], 'Concat with a shape') == 1):
         return _Shape(xs[1].ref, _const_of(xs[0], '').size, False)
-    if a['op'] == 'Equal' and np.all(_const_of(xs[1], 'Equal with a shape') == 1):
+    if a['op'] == 'Equal' and isinstance(xs[0], _Shape) and np.all(_const_of(xs[1], 'Equal with a shape') == 1):
         return _Shape(xs[0].ref, xs[0].pad, True)
     return _bad(a, 'on a tensor shape (other than the patterns the *_like lowerings write)')
 
@@ -522,7 +522,7 @@ def _import_table():
     table = {t: (lambda prim: lambda xs, a: [prim(*xs)])(prim) for t, prim in one_to_one.items()}
     table.update({
         'Identity': lambda xs, a: xs[:1],        # not stop_gradient: ONNX has no gradients to stop
-        'Equal': lambda xs, a: [_shape_expr(xs, a) if isinstance(xs[0], _Shape) else P.equal(*xs)],
+        'Equal': lambda xs, a: [_shape_expr(xs, a) if any(isinstance(x, _Shape) for x in xs) else P.equal(*xs)],
         'Concat': lambda xs, a: [_shape_expr(xs, a) if any(isinstance(x, _Shape) for x in xs)
                                  else P.concatenate(*xs, axis=a['axis'])],
         'Shape': lambda xs, a: [_Shape(xs[0], 0, False)],
