@@ -50,4 +50,4 @@ from . import compiler
 from .compiler import compile, Program
 from . import testing
 from .forward import jvp, jacfwd, jacrev
-from .export import export_onnx, import_onnx
+from .export import export_onnx, import_onnx, to_onnx

@@ -4,19 +4,24 @@ Each primitive's ONNX lowering lives on its record (``Primitive.onnx``): a funct
 ``lower(b, node, names) -> [output names]`` where ``b`` is the `_Builder` below. Compiler ops
 without a lowering are expanded with their ``decompose`` sub-graph; ``cond`` becomes ONNX ``If``
 and ``while`` becomes ``Loop``. Variables and constants become initializers.
+
+import_onnx maps ONNX ops back onto primitives (Slice/Squeeze/Unsqueeze/Gather become getitem,
+ScatterElements scatter_add, If cond, Loop while_loop) and folds the run-time shape patterns of the
+*_like lowerings (``Expand(x, Shape(r))`` ...) back into broadcast_like / reshape_like / sum_to_like.
 """
 from __future__ import annotations
 
 import itertools
+from collections import namedtuple
 
 import numpy as np
 
 from . import ops as P
 from .compiler import ops as C
 from .compiler.program import Program
-from .control import COND, WHILE
+from .control import COND, WHILE, cond, while_loop
 from .errors import MinigradError
-from .graph import Graph, Symbol, CONSTANT, VARIABLE, PLACEHOLDER, constant, placeholder
+from .graph import Graph, Symbol, constant, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
 from .trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -111,6 +116,100 @@ def _cast(b, node, xs):
     return b.op('Cast', xs, name=node.outputs[0].name, to=to)
 
 
+_BIG = np.iinfo(np.int64).max     # a Slice bound past the end (ONNX clamps it)
+
+
+def _fail(node, what):
+    return MinigradError(f"export_onnx: '{node.outputs[0].name}' ({node.op}) {what}")
+
+
+def _i64(v):
+    return np.array(v, np.int64)
+
+
+def _positions(node, shape, idx):
+    """The flat positions x[idx] reads for a static shape: any numpy index becomes one Gather/Scatter."""
+    if shape is None or None in shape:
+        raise _fail(node, f'with index {idx!r} needs a known input shape, got {shape}: give the placeholder '
+                          'a full shape (advanced indexing that moves axes is lowered through flat positions)')
+    return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[idx]
+
+
+def _getitem(b, node, xs):
+    """ints/slices -> Slice (+ Squeeze), None -> Unsqueeze, one int array -> Gather on its axis; other
+    advanced indices (several arrays, masks, ints beside an array) -> Gather of flat positions."""
+    x, idx = node.inputs[0], node.params['idx']
+    items = [np.flatnonzero(i) if isinstance(i, np.ndarray) and i.dtype == np.bool_ and i.ndim == 1 else i
+             for i in idx]
+    arrays = [i for i in items if isinstance(i, (np.ndarray, bool))]
+    if len(arrays) > 1 or arrays and (getattr(arrays[0], 'dtype', np.dtype(bool)).kind not in 'iu' or
+                                      any(isinstance(i, (int, np.integer)) for i in items)):
+        flat = b.op('Reshape', [xs[0], b.const(_i64([-1]))])[0]
+        return b.op('Gather', [flat, b.const(_positions(node, x.shape, idx))], name=node.outputs[0].name, axis=0)
+    if any(i is Ellipsis for i in items):
+        if x.shape is None:
+            raise _fail(node, f'with index {idx!r}: ... needs the input rank to be known, got shape None')
+        k = [i is Ellipsis for i in items].index(True)
+        items[k:k + 1] = [slice(None)] * (len(x.shape) - sum(i is not None for i in items) + 1)
+    sl, squeeze, unsq, gather, dim, out = [], [], [], None, 0, 0
+    for i in items:
+        if i is None:
+            unsq.append(out)
+        elif isinstance(i, np.ndarray):
+            gather = (out, i)
+        elif isinstance(i, slice):
+            step = 1 if i.step is None else int(i.step)
+            if (i.start, i.stop, step) != (None, None, 1):      # a reversed slice runs to before index 0
+                sl.append(((_BIG if step < 0 else 0) if i.start is None else i.start,
+                           (-_BIG - 1 if step < 0 else _BIG) if i.stop is None else i.stop, dim, step))
+        else:
+            sl.append((int(i), int(i) + 1 or _BIG, dim, 1))      # x[-1] ends at the end, not at 0
+            squeeze.append(dim)
+        out += not isinstance(i, (int, np.integer))
+        dim += i is not None
+    y = xs[0]
+    if sl:
+        y = b.op('Slice', [y] + [b.const(_i64(v)) for v in zip(*sl)])[0]
+    for op_type, axes in (('Squeeze', squeeze), ('Unsqueeze', unsq)):
+        y = b.op(op_type, [y, b.const(_i64(axes))])[0] if axes else y
+    return b.op('Gather', [y, b.const(gather[1].astype(np.int64))], axis=gather[0])[:1] if gather else [y]
+
+
+def _scatter_add(b, node, xs):
+    """Zeros of ref's static size, g added at the flat positions (repeated ones accumulate), reshaped."""
+    g, ref = node.inputs[:2]
+    pos = _positions(node, ref.shape, node.params['idx'])
+    dt = np.dtype(node.outputs[0].dtype)
+    upd = xs[0] if g.shape == pos.shape else b.op('Expand', [xs[0], b.const(_i64(pos.shape))])[0]
+    zeros = b.op('ConstantOfShape', [b.const(_i64([int(np.prod(ref.shape))]))],
+                 value=_onnx().numpy_helper.from_array(np.zeros(1, dt)))[0]
+    upd = b.op('Reshape', [upd, b.const(_i64([-1]))])[0]
+    s = b.op('ScatterElements', [zeros, b.const(pos.reshape(-1)), upd], axis=0, reduction='add')[0]
+    return b.op('Reshape', [s, b.const(_i64(ref.shape))], name=node.outputs[0].name, allowzero=int(0 in ref.shape))
+
+
+def _sum_to_like(b, node, xs):
+    """ReduceSum (keepdims) over the axes where ref is 1 (or missing in front), then the shape of ref; the
+    axes come from the avals when ref's shape is known, else from Shape(ref) at run time."""
+    x, ref = node.inputs
+    if x.shape is None or ref.shape is None:
+        raise _fail(node, f'needs inputs of known rank, got shapes {x.shape} and {ref.shape}')
+    lead, y = len(x.shape) - len(ref.shape), xs[0]
+    if None not in ref.shape:
+        axes = [i for i, d in enumerate((1,) * lead + ref.shape) if d == 1 and x.shape[i] != 1]
+        y = b.op('ReduceSum', [y, b.const(_i64(axes))], keepdims=1)[0] if axes else y
+        shape = b.const(_i64(ref.shape))
+    else:      # padded with 1s in front, the axes of size 1 in ref are exactly the ones to sum
+        shape = b.op('Shape', [xs[1]])[0]
+        pad = b.op('Concat', [b.const(np.ones(lead, np.int64)), shape], axis=0)[0] if lead else shape
+        ones = b.op('NonZero', b.op('Equal', [pad, b.const(_i64(1))]))[0]
+        axes = b.op('Reshape', [ones, b.const(_i64([-1]))])[0]
+        y = b.op('ReduceSum', [y, axes], keepdims=1, noop_with_empty_axes=1)[0]
+    y = b.op('Reshape', [y, shape], allowzero=1)[0] if lead else y
+    dt = np.dtype(node.outputs[0].dtype)
+    return b.op('Cast', [y], to=_onnx().helper.np_dtype_to_tensor_dtype(dt))[:1] if dt != x.dtype else [y]
+
+
 LOWERINGS = {P.add: _simple('Add'), P.mul: _simple('Mul'), P.div: _simple('Div'), P.pow_: _simple('Pow'),
              P.maximum: _simple('Max'), P.exp: _simple('Exp'), P.log: _simple('Log'), P.sin: _simple('Sin'),
              P.cos: _simple('Cos'), P.tanh: _simple('Tanh'), P.where: _simple('Where'), P.less: _simple('Less'),
@@ -121,6 +220,7 @@ LOWERINGS = {P.add: _simple('Add'), P.mul: _simple('Mul'), P.div: _simple('Div')
                                                    name=n.outputs[0].name),
              P.concatenate: lambda b, n, xs: b.op('Concat', xs, name=n.outputs[0].name, axis=n.params['axis']),
              P.reshape_like: _like('Reshape'), P.broadcast_like: _like('Expand'),
+             P.getitem: _getitem, P.scatter_add: _scatter_add, P.sum_to_like: _sum_to_like,
              C.sub: _simple('Sub'), C.relu: _simple('Relu')}
 for _prim, _lower in LOWERINGS.items():
     _prim.onnx = _lower
@@ -286,35 +386,189 @@ def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, outp
     return model
 
 
-# ------------------------------------------------------------------ import (the op subset above, no If/Loop)
-def _const_of(consts, name, what):
-    if name not in consts:
-        raise MinigradError(f'import_onnx: {what} must be a constant initializer')
-    return consts[name]
+# ------------------------------------------------------------------ import
+class _Shape(namedtuple('_Shape', 'ref pad mask')):
+    """Shape(ref) padded with `pad` 1s in front (mask: its == 1 positions, the axes sum_to_like sums):
+    the run-time shape patterns of the *_like lowerings, folded back into broadcast_like, reshape_like and
+    sum_to_like instead of becoming values (minigrad has no shape tensors)."""
+
+
+_SHAPE_OPS = {'Identity', 'Shape', 'Concat', 'Equal', 'NonZero', 'Reshape', 'Expand', 'ReduceSum'}    # take a _Shape
+
+
+def _const_of(x, what):
+    if not (isinstance(x, Symbol) and x.node.prim is CONSTANT):
+        raise MinigradError(f'import_onnx: {what} must be a constant (an initializer or Constant node), '
+                            f'got {getattr(x, "name", x)!r}')
+    return np.asarray(x.node.params['value'])
+
+
+def _ints(x, what):
+    return [int(i) for i in np.ravel(_const_of(x, what))]
+
+
+def _pos_axes(x, axes, what, extra=0):
+    """Non-negative axes; a negative one needs x's rank (+ extra for Unsqueeze, which counts output dims)."""
+    if any(a < 0 for a in axes) and x.shape is None:
+        raise MinigradError(f'import_onnx: {what} with negative axes {axes} needs an input of known rank')
+    return [a % (len(x.shape) + extra) if a < 0 else a for a in axes]
+
+
+def _index(axes, item):
+    """The getitem index that puts `item` at `axes` (a None inserts, a 0 removes a dim) and keeps the rest."""
+    return tuple(item if i in axes else slice(None) for i in range(max(axes, default=-1) + 1))
+
+
+def _shape_expr(xs, a):
+    """Concat([1, ..., 1], Shape(r)) and Equal(that, 1): still a _Shape; anything else is a value."""
+    if a['op'] == 'Concat' and len(xs) == 2 and isinstance(xs[1], _Shape) and not xs[1].pad and \
+            np.all(_const_of(xs[0], 'Concat with a shape') == 1):
+        return _Shape(xs[1].ref, _const_of(xs[0], '').size, False)
+    if a['op'] == 'Equal' and isinstance(xs[0], _Shape) and np.all(_const_of(xs[1], 'Equal with a shape') == 1):
+        return _Shape(xs[0].ref, xs[0].pad, True)
+    return _bad(a, 'on a tensor shape (other than the patterns the *_like lowerings write)')
+
+
+def _import_reduce(prim):
+    def imp(xs, a):
+        if len(xs) > 1 and isinstance(xs[1], _Shape):
+            return [P.sum_to_like(xs[0], xs[1].ref)]        # followed by Reshape(_, Shape(ref)): a no-op then
+        axes = None if len(xs) < 2 or xs[1] is None else tuple(_ints(xs[1], f'{a["op"]} axes'))
+        if axes == () and not a.get('noop_with_empty_axes'):
+            axes = None                                     # ONNX: no axes means all of them
+        return [prim(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
+    return imp
+
+
+def _import_like(like, prim, attr):       # Reshape / Expand: to Shape(r) at run time, or a constant shape
+    def imp(xs, a):
+        if isinstance(xs[0], _Shape):       # NonZero(...) reshaped to 1-D: still the axes mask
+            return [xs[0] if xs[0].mask else _bad(a, 'of a tensor shape')]
+        if isinstance(xs[1], _Shape):
+            return [like(xs[0], xs[1].ref)]
+        return [prim(xs[0], **{attr: tuple(_ints(xs[1], f"{a['op']} shape"))})]
+    return imp
+
+
+def _import_slice(xs, a):
+    st, en = _ints(xs[1], 'Slice starts'), _ints(xs[2], 'Slice ends')
+    axes = _ints(xs[3], 'Slice axes') if len(xs) > 3 and xs[3] is not None else list(range(len(st)))
+    steps = _ints(xs[4], 'Slice steps') if len(xs) > 4 and xs[4] is not None else [1] * len(st)
+    axes = _pos_axes(xs[0], axes, 'Slice')
+    idx = [slice(None)] * (max(axes, default=-1) + 1)
+    for s, e, ax, step in zip(st, en, axes, steps):
+        idx[ax] = slice(s, e, step)
+    return [P.getitem(xs[0], idx=tuple(idx))]
+
+
+def _import_squeeze(xs, a):
+    x = xs[0]
+    if len(xs) < 2 and x.shape is None:
+        raise MinigradError('import_onnx: Squeeze without axes needs an input of known shape')
+    axes = _ints(xs[1], 'Squeeze axes') if len(xs) > 1 else [i for i, d in enumerate(x.shape) if d == 1]
+    return [P.getitem(x, idx=_index(_pos_axes(x, axes, 'Squeeze'), 0))]
+
+
+def _import_unsqueeze(xs, a):
+    axes = _ints(xs[1], 'Unsqueeze axes')
+    return [P.getitem(xs[0], idx=_index(_pos_axes(xs[0], axes, 'Unsqueeze', len(axes)), None))]
+
+
+def _import_gather(xs, a):
+    ax = _pos_axes(xs[0], [a.get('axis', 0)], 'Gather')[0]
+    return [P.getitem(xs[0], idx=(slice(None),) * ax + (_const_of(xs[1], 'Gather indices').astype(np.int64),))]
+
+
+def _import_scatter(xs, a):
+    """ScatterElements(data, indices, updates, reduction='add'): data + scatter_add (one index per element)."""
+    if a.get('reduction') != 'add':
+        raise MinigradError(f"import_onnx: ScatterElements with reduction={a.get('reduction', 'none')!r} is not "
+                            "supported (only 'add', what minigrad's scatter_add writes)")
+    data, ind = xs[0], _const_of(xs[1], 'ScatterElements indices')
+    ax = _pos_axes(data, [a.get('axis', 0)], 'ScatterElements')[0]
+    s = P.scatter_add(xs[2], data, idx=tuple(ind if k == ax else grid for k, grid in enumerate(np.indices(ind.shape))))
+    zero = data.node.prim is CONSTANT and not np.any(data.node.params['value'])
+    return [s if zero else P.add(data, s)]
+
+
+def _attr_value(a):
+    if 'value' not in a:
+        raise MinigradError(f"import_onnx: {a['op']} needs a tensor 'value' attribute, got {sorted(a)}")
+    return _onnx().numpy_helper.to_array(a['value'])
+
+
+def _import_if(xs, a):
+    branch = lambda g: lambda: _import_nodes(g, dict(a['env']), a['table'])     # outer names are captured
+    return list(cond(xs[0], branch(a['then_branch']), branch(a['else_branch'])))
+
+
+def _import_loop(xs, a):
+    """Loop(M, cond, *v) -> while_loop over (iteration, cond, *v): M and cond become loop variables."""
+    body, m, vs = a['body'], xs[0], xs[2:]
+    if len(body.output) != len(vs) + 1:
+        raise MinigradError(f'import_onnx: Loop with scan outputs ({len(body.output) - len(vs) - 1}) is not supported')
+    names = [i.name for i in body.input]
+
+    def step(i, c, *v):
+        outs = _import_nodes(body, {**a['env'], **dict(zip(names, (i, c, *v)))}, a['table'])
+        return (i + 1, *outs)
+    go = lambda i, c, *v: c if m is None else P.mul(c, P.less(i, m))     # bool * bool is and
+    first = [constant(np.int64(0)), constant(True) if xs[1] is None else xs[1]]
+    return list(while_loop(go, step, first + list(vs)))[2:]
 
 
 def _import_table():
     one_to_one = {lower.op_type: prim for prim, lower in LOWERINGS.items() if hasattr(lower, 'op_type')}
-    table = {t: (lambda prim: lambda xs, a, k: [prim(*xs)])(prim) for t, prim in one_to_one.items()}
-
-    def reduce(prim):
-        def imp(xs, a, k):
-            axes = None if len(k) < 2 else tuple(int(i) for i in _const_of(a['consts'], k[1], 'axes'))
-            return [prim(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
-        return imp
+    table = {t: (lambda prim: lambda xs, a: [prim(*xs)])(prim) for t, prim in one_to_one.items()}
     table.update({
-        'ReduceSum': reduce(P.sum_), 'ReduceMax': reduce(P.max_),
-        'Reshape': lambda xs, a, k: [P.reshape(xs[0], shape=tuple(int(i) for i in _const_of(a['consts'], k[1], 'shape')))],
-        'Expand': lambda xs, a, k: [P.broadcast_to(xs[0], shape=tuple(int(i) for i in _const_of(a['consts'], k[1], 'shape')))],
-        'Transpose': lambda xs, a, k: [P.transpose(xs[0], axes=tuple(a['perm']) if 'perm' in a else None)],
-        'Concat': lambda xs, a, k: [P.concatenate(*xs, axis=a['axis'])],
-        'Cast': lambda xs, a, k: [P.cast(xs[0], dtype=_onnx().helper.tensor_dtype_to_np_dtype(a['to']))]})
+        'Identity': lambda xs, a: xs[:1],        # not stop_gradient: ONNX has no gradients to stop
+        'Equal': lambda xs, a: [_shape_expr(xs, a) if any(isinstance(x, _Shape) for x in xs) else P.equal(*xs)],
+        'Concat': lambda xs, a: [_shape_expr(xs, a) if any(isinstance(x, _Shape) for x in xs)
+                                 else P.concatenate(*xs, axis=a['axis'])],
+        'Shape': lambda xs, a: [_Shape(xs[0], 0, False)],
+        'NonZero': lambda xs, a: [xs[0] if isinstance(xs[0], _Shape) and xs[0].mask else
+                                  _bad(a, 'of a tensor (a result whose shape depends on the data)')],
+        'ReduceSum': _import_reduce(P.sum_), 'ReduceMax': _import_reduce(P.max_),
+        'Reshape': _import_like(P.reshape_like, P.reshape, 'shape'),
+        'Expand': _import_like(P.broadcast_like, P.broadcast_to, 'shape'),
+        'Transpose': lambda xs, a: [P.transpose(xs[0], axes=tuple(a['perm']) if 'perm' in a else None)],
+        'Cast': lambda xs, a: [P.cast(xs[0], dtype=_onnx().helper.tensor_dtype_to_np_dtype(a['to']))],
+        'Slice': _import_slice, 'Squeeze': _import_squeeze, 'Gather': _import_gather,
+        'Unsqueeze': _import_unsqueeze,
+        'ScatterElements': _import_scatter,
+        'Constant': lambda xs, a: [constant(_attr_value(a))],
+        'ConstantOfShape': lambda xs, a: [constant(np.full(_ints(xs[0], 'ConstantOfShape shape'), _attr_value(a)
+                                                           .reshape(()) if 'value' in a else np.float32(0)))],
+        'If': _import_if, 'Loop': _import_loop})
     return table
+
+
+def _bad(a, what):
+    raise MinigradError(f"import_onnx: {a['op']} {what} is not supported")
+
+
+def _import_nodes(gp, env, table) -> list:
+    """Add the nodes of ONNX graph `gp` to the default graph; `env` maps ONNX names to Symbols (filled)."""
+    onnx = _onnx()
+    for t in gp.initializer:
+        env[t.name] = constant(onnx.numpy_helper.to_array(t), name=t.name)
+    for n in gp.node:
+        if n.op_type not in table:
+            raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) is not supported: minigrad has no "
+                                f'rule to import ONNX {n.op_type}')
+        xs = [env[i] if i else None for i in n.input]
+        if n.op_type not in _SHAPE_OPS and any(isinstance(x, _Shape) for x in xs):
+            raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) computes with a tensor shape, "
+                                'which minigrad only imports in the patterns its own lowerings write')
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}     # string attributes
+        env.update(zip(n.output, table[n.op_type](xs, {**attrs, 'op': n.op_type, 'env': env, 'table': table})))
+    return [env[o.name] for o in gp.output]
 
 
 def import_onnx(f) -> Graph:
     """Read an ONNX model (path, binary file or ModelProto) into a minigrad Graph; `graph.inputs` are its
-    placeholders and `graph.outputs` its results. If/Loop are not imported yet.
+    placeholders and `graph.outputs` its results. `If` becomes mg.cond, `Loop` mg.while_loop.
 
     >>> import minigrad as mg, io, numpy as np
     >>> g = mg.Graph()
@@ -327,23 +581,13 @@ def import_onnx(f) -> Graph:
     """
     onnx = _onnx()
     model = f if isinstance(f, onnx.ModelProto) else onnx.load(f)
-    table, g = _import_table(), Graph(model.graph.name)
-    consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    env = {}
+    g, env = Graph(model.graph.name), {}
     with g.as_default():
         for vi in model.graph.input:
             t = vi.type.tensor_type
             shape = [d.dim_value if d.HasField('dim_value') else None for d in t.shape.dim] if t.HasField('shape') else None
             env[vi.name] = placeholder(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type), shape, name=vi.name)
-        for name, value in consts.items():
-            env[name] = constant(value, name=name)
-        for n in model.graph.node:
-            if n.op_type not in table:
-                raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) is not supported")
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-            attrs['consts'] = consts
-            outs = table[n.op_type]([env[i] for i in n.input], attrs, list(n.input))
-            env.update(zip(n.output, outs))
+        outs = _import_nodes(model.graph, env, _import_table())
     g.inputs = [env[vi.name] for vi in model.graph.input]
-    g.outputs = [env[vo.name] for vo in model.graph.output]
+    g.outputs = [g.lift(o) for o in outs]
     return g

@@ -10,6 +10,9 @@ onnx = pytest.importorskip('onnx')
 ort = pytest.importorskip('onnxruntime')
 
 
+ort.set_default_logger_severity(3)      # no warnings about initializers only the unfetched nodes use
+
+
 def run_ort(model, feeds):
     sess = ort.InferenceSession(model.SerializeToString(), providers=['CPUExecutionProvider'])
     return sess.run(None, feeds)
@@ -64,6 +67,7 @@ def test_counter_while_loop():
     m = mg.export_onnx(list(out), io.BytesIO(), inputs=[a, b])
     assert 'Loop' in [n.op_type for n in m.graph.node]
     check(m, {k: np.array(v) for k, v in feeds.items()}, want)
+    roundtrip(m, feeds, want)               # Loop -> while_loop over (iteration, condition, *vars)
 
 
 def test_cond():
@@ -75,6 +79,7 @@ def test_cond():
     assert 'If' in [n.op_type for n in m.graph.node]
     for xv in (np.float32([1, 2, 3]), np.float32([-1, -2, 0.5])):
         check(m, {'x': xv}, [mg.Session(g).run(y, {x: xv})])
+        roundtrip(m, {'x': xv}, [mg.Session(g).run(y, {x: xv})])      # If -> cond
 
 
 def test_trained_mlp_module_and_compiled_program():
@@ -123,8 +128,7 @@ def test_assign_and_bad_input_raise_named_errors():
 
 def test_every_forward_primitive_has_a_lowering():
     forward = [p for p in vars(mg.ops).values() if isinstance(p, mg.Primitive)]
-    missing = {p.name for p in forward if p.onnx is None}
-    assert missing <= {'getitem', 'scatter_add', 'sum_to_like'}
+    assert [p.name for p in forward if p.onnx is None] == []
 
 
 def test_while_loop_gradient_stack_raises_naming_the_node():
@@ -135,3 +139,113 @@ def test_while_loop_gradient_stack_raises_naming_the_node():
         gx, = mg.gradients(y, [x])
     with pytest.raises(mg.MinigradError, match='gradient stack'):
         mg.export_onnx(gx, io.BytesIO(), inputs=[x])
+
+
+def lowered(fn, shape, xv, dims=None):
+    """fn(x) for a placeholder x of shape `dims` (default `shape`): checker, onnxruntime, round trip."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(xv.dtype, dims or shape, name='x')
+        y = fn(x)
+    want = [mg.Session(g).run(y, {x: xv})]
+    m = mg.to_onnx(y, inputs=[x])
+    check(m, {'x': xv}, want)
+    assert run_ort(m, {'x': xv})[0].shape == want[0].shape
+    roundtrip(m, {'x': xv}, want)
+    return [n.op_type for n in m.graph.node]
+
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+BASIC = [(1,), (-1,), (slice(None, None, -1),), (slice(None), slice(2, None, -1)), (Ellipsis, -1),
+         (None, 0, Ellipsis, None), (slice(1, -5, -1), slice(0, 3, 2), slice(-3, None)), (slice(None), -2, None),
+         (slice(None), np.array([2, -1, 0, 2])), (Ellipsis, np.array([[0, 1], [-1, 3]])),      # Gather:
+         (slice(None), np.array([True, False, True]))]                   # a 1-D mask too
+FLAT = [(np.array([1, 0, 1]), slice(None), np.array([0, 3, -1])), (0, slice(None), np.array([1, 1])),
+        (X[..., 0] > 5,), (np.array([True, False]), None, np.array([2, 0]))]
+
+
+@pytest.mark.parametrize('idx, flat', [(i, False) for i in BASIC] + [(i, True) for i in FLAT], ids=repr)
+def test_getitem_and_its_gradient_scatter_add(idx, flat):
+    ops = lowered(lambda x: x[idx], X.shape, X)
+    assert ('Gather' in ops) == any(isinstance(i, np.ndarray) for i in idx)
+    assert ('Reshape' in ops) == flat                           # flat positions of the known shape
+    ops = lowered(lambda x: mg.gradients((x[idx] * x[idx]).sum(), [x])[0], X.shape, X)
+    assert 'ScatterElements' in ops
+    if not flat:                                                 # Slice/Squeeze/Unsqueeze/Gather need no shape
+        lowered(lambda x: x[idx], X.shape, X, dims=(None, None, 4))
+
+
+def test_scatter_add_accumulates_repeated_and_negative_indices():
+    idx = (np.array([1, 1, -1, 0]), np.array([2, 2, 2, -3]), np.array([0, 0, 3, 3]))
+    lowered(lambda x: mg.ops.scatter_add(x[0, 0], x, idx=idx), X.shape, X)
+    lowered(lambda x: mg.ops.scatter_add(x[0, 0], x[0], idx=(slice(None), np.array([1, 1, -1, 1]))), X.shape, X)
+
+
+@pytest.mark.parametrize('ref, dims, run_time', [
+    (lambda x: mg.constant(np.ones((1, 4))), None, False),                 # float64: a Cast too
+    (lambda x: mg.constant(np.ones((3, 4), np.float32)), (None, 3, 4), False),
+    (lambda x: x[:, :1], (None, None, 4), True), (lambda x: x[0, :, :1], (None, 3, None), True),
+    (lambda x: x, (None, 3, 4), True)], ids=['cast', 'lead', 'ones', 'lead_ones', 'same'])
+def test_sum_to_like_static_and_run_time_axes(ref, dims, run_time):
+    ops = lowered(lambda x: mg.ops.sum_to_like(x, ref(x)), X.shape, X, dims)
+    assert ('NonZero' in ops) == run_time          # ref's shape unknown: the axes come from Shape(ref)
+
+
+def test_like_patterns_round_trip():
+    lowered(lambda x: mg.ops.broadcast_like(x.sum(axis=(0, 2)), x, axes=(0, 2)), X.shape, X, (None, 3, None))
+    lowered(lambda x: mg.ops.reshape_like(x.reshape(-1), x) + mg.mean(x), X.shape, X, (None, 3, None))
+
+
+def test_gradient_graph_of_an_mlp_round_trips():
+    rng = np.random.default_rng(0)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (None, 4), name='x'); t = mg.placeholder(mg.float32, (None, 2), name='t')
+        w1 = mg.Variable(rng.standard_normal((4, 8)).astype(np.float32), name='w1')
+        b1 = mg.Variable(np.zeros(8, np.float32), name='b1')
+        w2 = mg.Variable(rng.standard_normal((8, 2)).astype(np.float32), name='w2')
+        loss = mg.mean((mg.relu(x @ w1 + b1) @ w2 - t) ** 2)
+        grads = mg.gradients(loss, [w1, b1, w2])
+    feeds = {'x': rng.random((5, 4), dtype=np.float32), 't': rng.random((5, 2), dtype=np.float32)}
+    want = mg.Session(g).run(grads, {x: feeds['x'], t: feeds['t']})
+    m = mg.to_onnx(grads, inputs=[x, t])
+    check(m, feeds, want)
+    roundtrip(m, feeds, want)
+
+
+def test_unlowerable_index_and_unknown_op_raise_named_errors():
+    for fn, op in ((lambda x: x[np.array([0, 1]), np.array([2, 2])], 'getitem'),
+                   (lambda x: mg.gradients(x[:, 0].sum(), [x])[0], 'scatter_add')):
+        with mg.Graph().as_default():
+            x = mg.placeholder(mg.float32, (None, 3), name='x')
+            y = fn(x)
+        with pytest.raises(mg.MinigradError, match=rf"'{op}\S*' \({op}\).*needs a known input shape, got \(None, 3\)"):
+            mg.to_onnx(y, inputs=[x])
+    with mg.Graph().as_default():
+        x = mg.placeholder(mg.float32, None, name='x')
+        y = x[..., 0]
+    with pytest.raises(mg.MinigradError, match=r"'getitem' \(getitem\).*needs the input rank"):
+        mg.to_onnx(y, inputs=[x])
+    h = onnx.helper
+    node = h.make_node('Softmax', ['a'], ['b'], name='sm')
+    vi = h.make_tensor_value_info('a', onnx.TensorProto.FLOAT, [3])
+    m = h.make_model(h.make_graph([node], 'g', [vi], [h.make_tensor_value_info('b', onnx.TensorProto.FLOAT, [3])]))
+    with pytest.raises(mg.MinigradError, match=r"'sm' \(Softmax\)"):
+        mg.import_onnx(m)
+
+
+def test_import_loop_with_a_trip_count():
+    """A Loop written by another tool: trip count M and a body that never ends the loop itself."""
+    h, T = onnx.helper, onnx.TensorProto
+    vi = h.make_tensor_value_info
+    body = h.make_graph([h.make_node('Identity', ['c'], ['c_out']), h.make_node('Mul', ['v', 'two'], ['v_out'])],
+                        'body', [vi('i', T.INT64, []), vi('c', T.BOOL, []), vi('v', T.FLOAT, [2])],
+                        [vi('c_out', T.BOOL, []), vi('v_out', T.FLOAT, [2])],
+                        [onnx.numpy_helper.from_array(np.float32(2), 'two')])
+    loop = h.make_node('Loop', ['M', '', 'v0'], ['v_final'], body=body)
+    g = h.make_graph([loop], 'g', [vi('v0', T.FLOAT, [2])], [vi('v_final', T.FLOAT, [2])],
+                     [onnx.numpy_helper.from_array(np.int64(5), 'M')])
+    m = h.make_model(g, opset_imports=[h.make_opsetid('', 18)])
+    m.ir_version = 10
+    check(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
+    roundtrip(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
