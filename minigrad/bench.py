@@ -137,6 +137,12 @@ def chain_case(n, rng):
     for k in ('compiled', 'compiled_numpy'):
         if k in variants:
             np.testing.assert_allclose(variants[k]()[0], ref[0], rtol=1e-3)
+    return {**variants, **_chain_others(x, ws, bs)}
+
+
+def _chain_others(x, ws, bs):
+    """The chain case in PyTorch and jax.jit, when installed."""
+    variants = {}
     if torch is not None:
         Tx = torch.from_numpy(x)
         Tw = [torch.from_numpy(w).requires_grad_() for w in ws]
@@ -170,27 +176,7 @@ def mlp_case(batch, rng, lr=0.01):
     x = rng.standard_normal((batch, 784)).astype(np.float32)
     labels = rng.integers(0, 10, batch)
     onehot = np.eye(10, dtype=np.float32)[labels]
-    W = [w.copy() for w in init]
-    B = [b.copy() for b in binit]
-
-    def numpy_step():
-        h0 = x
-        z1 = h0 @ W[0] + B[0]; h1 = np.maximum(z1, 0)
-        z2 = h1 @ W[1] + B[1]; h2 = np.maximum(z2, 0)
-        z3 = h2 @ W[2] + B[2]
-        m = z3.max(axis=1, keepdims=True)
-        e = np.exp(z3 - m)
-        p = e / e.sum(axis=1, keepdims=True)
-        loss = -np.log(p[np.arange(batch), labels]).mean()
-        g3 = (p - onehot) / batch
-        gW2, gB2 = h2.T @ g3, g3.sum(0)
-        g2 = (g3 @ W[2].T) * (z2 > 0)
-        gW1, gB1 = h1.T @ g2, g2.sum(0)
-        g1 = (g2 @ W[1].T) * (z1 > 0)
-        gW0, gB0 = h0.T @ g1, g1.sum(0)
-        for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
-            P -= lr * G
-        return loss
+    numpy_step = _mlp_numpy(x, labels, onehot, [w.copy() for w in init], [b.copy() for b in binit], batch, lr)
 
     TW = [mg.tensor(w.copy(), requires_grad=True) for w in init]
     TB = [mg.tensor(b.copy(), requires_grad=True) for b in binit]
@@ -226,24 +212,52 @@ def mlp_case(batch, rng, lr=0.01):
         step = mg.group(*[v.assign(v - lr * gv) for v, gv in zip(VW + VB, grads)])
     variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants([loss, step], [px, py], [x, onehot])}
     if jax is not None:
-        def jloss(params, x, y):
-            h = x
-            for i in range(3):
-                h = h @ params[i] + params[3 + i]
-                h = jnp.maximum(h, 0) if i < 2 else h
-            return -(y * jax.nn.log_softmax(h, axis=1)).sum() / batch
-
-        def jstep(params, x, y):
-            loss, gs = jax.value_and_grad(jloss)(params, x, y)
-            return loss, [p - lr * g for p, g in zip(params, gs)]
-        f, xs = jax.jit(jstep), [jax.device_put(a) for a in (x, onehot)]
-        state = {'p': [jax.device_put(a) for a in init + binit]}
-
-        def jax_step():
-            loss, state['p'] = f(state['p'], *xs)
-            return jax.block_until_ready(loss)
-        variants['jax'] = jax_step
+        variants['jax'] = _mlp_jax(init + binit, x, onehot, batch, lr)
     return variants
+
+
+def _mlp_numpy(x, labels, onehot, W, B, batch, lr):
+    """The MLP training step in hand-written numpy (forward, backward, SGD update)."""
+    def numpy_step():
+        h0 = x
+        z1 = h0 @ W[0] + B[0]; h1 = np.maximum(z1, 0)
+        z2 = h1 @ W[1] + B[1]; h2 = np.maximum(z2, 0)
+        z3 = h2 @ W[2] + B[2]
+        m = z3.max(axis=1, keepdims=True)
+        e = np.exp(z3 - m)
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = -np.log(p[np.arange(batch), labels]).mean()
+        g3 = (p - onehot) / batch
+        gW2, gB2 = h2.T @ g3, g3.sum(0)
+        g2 = (g3 @ W[2].T) * (z2 > 0)
+        gW1, gB1 = h1.T @ g2, g2.sum(0)
+        g1 = (g2 @ W[1].T) * (z1 > 0)
+        gW0, gB0 = h0.T @ g1, g1.sum(0)
+        for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
+            P -= lr * G
+        return loss
+    return numpy_step
+
+
+def _mlp_jax(params, x, onehot, batch, lr):
+    """The MLP training step under jax.jit."""
+    def jloss(params, x, y):
+        h = x
+        for i in range(3):
+            h = h @ params[i] + params[3 + i]
+            h = jnp.maximum(h, 0) if i < 2 else h
+        return -(y * jax.nn.log_softmax(h, axis=1)).sum() / batch
+
+    def jstep(params, x, y):
+        loss, gs = jax.value_and_grad(jloss)(params, x, y)
+        return loss, [p - lr * g for p, g in zip(params, gs)]
+    f, xs = jax.jit(jstep), [jax.device_put(a) for a in (x, onehot)]
+    state = {'p': [jax.device_put(a) for a in params]}
+
+    def jax_step():
+        loss, state['p'] = f(state['p'], *xs)
+        return jax.block_until_ready(loss)
+    return jax_step
 
 
 def fused_case(n, rng, compile_torch=False):
@@ -305,13 +319,18 @@ def main(argv=None):
     opts = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     repeats, min_time = (3, 0.002) if opts.quick else (15, 0.05)
-    sizes = [4, 64] if opts.quick else [4, 64, 256, 1024]
     rows, targets = [], []
 
     def target(name, value, limit, ok):
         targets.append({'target': name, 'measured': round(value, 3), 'goal': limit, 'pass': bool(ok)})
 
-    for n in sizes:
+    for part in (_bench_chain, _bench_mlp, _bench_fused, _bench_compile_cost):   # in this order: one rng
+        part(opts.quick, rng, repeats, min_time, rows, target)
+    _report(rows, targets, opts)
+
+
+def _bench_chain(quick, rng, repeats, min_time, rows, target):
+    for n in ([4, 64] if quick else [4, 64, 256, 1024]):
         t = timeit(chain_case(n, rng), repeats, min_time)
         c = t.get('compiled', t['compiled_numpy'])
         rows.append({'case': f'chain 30 ops fwd+bwd {n}x{n}', **{k: v * 1e6 for k, v in t.items()}})
@@ -322,15 +341,17 @@ def main(argv=None):
         target(f'chain {n}: compiled / tape', c / t['tape'], '<= 1.0', c <= t['tape'])
         if n == 4 and 'torch' in t:
             target('chain 4: torch / tape', t['torch'] / t['tape'], '>= 1.5', t['torch'] / t['tape'] >= 1.5)
-    n = 256 if opts.quick else 1024
+    n = 256 if quick else 1024
     v = chain_case(n, rng)
     best = 'compiled' if 'compiled' in v else 'compiled_numpy'
     v['tape'](), v[best]()
     pt, pc = peak_bytes(v['tape']), peak_bytes(v[best])
     rows.append({'case': f'chain {n}x{n} peak memory (MiB)', 'tape': pt / 2 ** 20, best: pc / 2 ** 20})
     target(f'chain {n}: compiled peak below tape', 1 - pc / pt, '>= 0.35', 1 - pc / pt >= 0.35)
-    del v
-    for batch in ([1, 8] if opts.quick else [1, 64]):
+
+
+def _bench_mlp(quick, rng, repeats, min_time, rows, target):
+    for batch in ([1, 8] if quick else [1, 64]):
         variants = mlp_case(batch, rng)
         t = timeit(variants, repeats, min_time)
         best = 'compiled' if 'compiled' in t else 'compiled_numpy'
@@ -341,8 +362,11 @@ def main(argv=None):
             variants[best]()
         tr = peak_bytes(variants[best])
         target(f'MLP batch {batch}: transient KiB per call', tr / 1024, '< 64', tr < 64 * 1024)
-    for n in ([10 ** 5] if opts.quick else [10 ** 6, 10 ** 7]):
-        variants = fused_case(n, rng, compile_torch=not opts.quick)
+
+
+def _bench_fused(quick, rng, repeats, min_time, rows, target):
+    for n in ([10 ** 5] if quick else [10 ** 6, 10 ** 7]):
+        variants = fused_case(n, rng, compile_torch=not quick)
         t = timeit(variants, repeats if n < 10 ** 7 else max(3, repeats // 3), min_time)
         best = 'compiled' if 'compiled' in t else 'compiled_numpy'
         rows.append({'case': f'relu(a*b+c)*d-e, {n:.0e} float32', **{k: v * 1e6 for k, v in t.items()}})
@@ -352,10 +376,12 @@ def main(argv=None):
         extra = peak_bytes(variants[best]) - n * 4
         target(f'relu(a*b+c)*d-e {n:.0e}: temporaries (bytes beyond the output)', extra, '< 4096', extra < 4096)
 
-    small, big = (200, 800) if opts.quick else (5000, 20000)
+
+def _bench_compile_cost(quick, rng, repeats, min_time, rows, target):
+    small, big = (200, 800) if quick else (5000, 20000)
     cost = {}
     for n in (small, big):
-        cost[n] = timeit(deep_chain_case(n), 1 if opts.quick else 3, 0.0)
+        cost[n] = timeit(deep_chain_case(n), 1 if quick else 3, 0.0)
         rows.append({'case': f'gradients of a {n}-op chain: build+compile+run vs tape',
                      **{k: v * 1e6 for k, v in cost[n].items()}})
     growth = cost[big]['compiled'] / cost[small]['compiled']
@@ -363,6 +389,8 @@ def main(argv=None):
     ratio = cost[big]['compiled'] / cost[big]['tape']
     target(f'compile cost {big} ops: static / tape', ratio, '<= 40', ratio <= 40)
 
+
+def _report(rows, targets, opts):
     cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'torch', 'torch_compile', 'jax']
     cols = [c for c in cols if any(c in r for r in rows)]
     print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
