@@ -578,28 +578,7 @@ class PathStepper(_Player):
         start = d._keys.get(id(wrt))
         if start not in d.vertices or root_key is None:
             raise MinigradError(f"PathStepper: '{getattr(wrt, 'name', wrt)}' is not an input of this graph")
-        into = {}
-        for n, (a, b, _, _) in enumerate(d.edges):
-            into.setdefault(b, []).append(n)
-        local, nxt = {}, {}               # edge number -> local derivative; data key -> [(edge in, edge out, step)]
-        with no_grad():
-            for s in steps:
-                vals = [v for v in (*s.in_vals, *s.out_vals) if v is not None]
-                if any(np.size(v) != 1 for v in vals):
-                    raise MinigradError('PathStepper: every value must be a scalar (a local derivative of a '
-                                        'tensor op is a whole Jacobian); use Stepper for tensors')
-                ins = [np.array(v, dtype=float) if v is not None else None for v in s.in_vals]
-                out = np.array(s.out_vals[0], dtype=float)
-                contrib = s.prim.vjp(tuple(s.needs), np.ones_like(out), out, *ins, **s.params)
-                out_edge = next(n for n, e in enumerate(d.edges) if e[:2] == (s.key, s.outs[0]))
-                edges_in = iter(into.get(s.key, []))
-                for k, c, need in zip(s.ins, contrib, s.needs):
-                    if k is None:
-                        continue
-                    n = next(edges_in)
-                    if need and c is not None:
-                        local[n] = float(np.asarray(getattr(c, 'data', c)).reshape(()))
-                        nxt.setdefault(k, []).append((n, out_edge, s))
+        local, nxt = _local_derivatives(d, steps)
         paths, todo = [], [(start, [start], [], [])]      # depth-first, without recursion
         while todo:
             k, keys, edges, factors = todo.pop()
@@ -637,6 +616,32 @@ class PathStepper(_Player):
         self._setup(frames, Layout(labelled, frames, max_nodes=max_nodes))
 
 
+def _local_derivatives(d, steps):
+    """edge number -> local derivative, and data key -> [(edge in, edge out, step)] (scalar graphs only)."""
+    into, local, nxt = {}, {}, {}
+    for n, (a, b, _, _) in enumerate(d.edges):
+        into.setdefault(b, []).append(n)
+    with no_grad():
+        for s in steps:
+            vals = [v for v in (*s.in_vals, *s.out_vals) if v is not None]
+            if any(np.size(v) != 1 for v in vals):
+                raise MinigradError('PathStepper: every value must be a scalar (a local derivative of a '
+                                    'tensor op is a whole Jacobian); use Stepper for tensors')
+            ins = [np.array(v, dtype=float) if v is not None else None for v in s.in_vals]
+            out = np.array(s.out_vals[0], dtype=float)
+            contrib = s.prim.vjp(tuple(s.needs), np.ones_like(out), out, *ins, **s.params)
+            out_edge = next(n for n, e in enumerate(d.edges) if e[:2] == (s.key, s.outs[0]))
+            edges_in = iter(into.get(s.key, []))
+            for k, c, need in zip(s.ins, contrib, s.needs):
+                if k is None:
+                    continue
+                n = next(edges_in)
+                if need and c is not None:
+                    local[n] = float(np.asarray(getattr(c, 'data', c)).reshape(()))
+                    nxt.setdefault(k, []).append((n, out_edge, s))
+    return local, nxt
+
+
 # ------------------------------------------------------------------ a while_loop's stack
 class LoopStepper(_Player):
     """A while_loop run one iteration at a time (lesson 04): every iteration pushes its loop variables on a
@@ -656,13 +661,48 @@ class LoopStepper(_Player):
         n, nc = len(bg.inputs), len(cg.captures)
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
         args = evaluate(graph, list(node.inputs), feeds)
-        state, ccap, bcap = list(args[:n]), args[n:n + nc], args[n + nc:]
-        names = list(names or [s.name for s in node.inputs[:n]])
+        stack, states = _run_loop(cg, bg, list(args[:n]), args[n:n + nc], args[n + nc:], max_iterations)
+        self._names = list(names or [s.name for s in node.inputs[:n]])
+        d, lv, slots, push = self._draw_forward(cg, bg, len(stack))
+        # backward: the while_grad node's grad_graph, applied to each popped entry
+        wg = next((m for m in graph.nodes if m.prim is WHILE_GRAD and m.inputs[0] is node.outputs[-1]), None)
+        fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
+        bw = self._draw_backward(d, graph, wg, bg, feeds, fl, slots) if wg is not None else None
+        pop = bw['pop'] if bw else []
+        base = set(range(len(d.edges))) - set(push) - set(pop)
+        self._slot_text = {s: self._state_text(v) for s, v in zip(slots, stack)}
+        self._lv, self._slots = lv, slots
+        hidden_all = set(slots) | (bw['keys'] if bw else set())
+        frames = [Frame('start', f'Before the loop: {self._state_text(states[0])}. The stack is empty.', set(lv),
+                        self._values_at(states[0], 0), hidden=hidden_all, shown_edges=base)]
+        for k in range(len(stack)):
+            frames.append(Frame('forward', f'Iteration {k + 1}: cond is true, so the loop pushes '
+                                f'({self._state_text(stack[k])}) on the stack as stack[{k}], then runs the body: now '
+                                f'{self._state_text(states[k + 1])}.', {slots[k], 'body', push[k], *lv},
+                                self._values_at(states[k + 1], k + 1),
+                                hidden=hidden_all - set(slots[:k + 1]), shown_edges=base | {push[k]}))
+        frames.append(Frame('forward', f'cond is false for ({self._state_text(states[-1])}): the loop ends after '
+                            f'{len(stack)} iterations. The stack keeps every iteration\'s inputs for the backward '
+                            f'pass.', {'cond', *lv}, self._values_at(states[-1], len(stack)),
+                            hidden=hidden_all - set(slots), shown_edges=base))
+        cts, acc = (self._backward_frames(frames, bw, stack, states, fl, base) if bw else (None, None))
+        self.stack, self.states = stack, states
+        self.grads = cts                  # w.r.t. the initial float loop variables
+        self.invariant_grads = acc        # w.r.t. float values the body reads
+        self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
 
-        def show(vals):
-            return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(names, vals))
+    def _state_text(self, vals):
+        return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(self._names, vals))
 
-        d = Drawing()
+    def _values_at(self, vals, upto, extra=None):
+        out = {k: v for k, v in zip(self._lv, vals)}
+        out.update((s, self._slot_text[s]) for s in self._slots[:upto])
+        out.update(extra or {})
+        return out
+
+    def _draw_forward(self, cg, bg, depth):
+        """The loop variables, cond, body and a stack of `depth` slots; returns them and the push edges."""
+        names, d = self._names, Drawing()
         lv = [d.data(f'lv{i}', names[i], s.shape, s.dtype, role='leaf') for i, s in enumerate(bg.inputs)]
         ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.prim not in (PLACEHOLDER, CONSTANT)))
         d.op('cond', 'cond', detail=ops(cg))
@@ -672,95 +712,76 @@ class LoopStepper(_Player):
             d.edge(k, 'body')
         for k in lv:
             d.edge('body', k, 'back')
-        # forward: run cond and body like the while node does, pushing the loop vars before each body run
-        stack, states = [], [list(state)]
-        while bool(np.asarray(run_graph(cg, state, ccap)[0]).reshape(-1)[0]):
-            if len(stack) >= max_iterations:
-                raise MinigradError(f'LoopStepper: the loop runs more than {max_iterations} iterations; raise '
-                                    f'max_iterations= to step through all of them')
-            stack.append(tuple(state))
-            state = run_graph(bg, state, bcap)
-            states.append(list(state))
         d.clusters['stack'] = dict(label='stack (newest on top)', color='#c07000')
-        slots = [d.data(f'slot{k}', f'stack[{k}]', None, None, role='value', cluster='stack')
-                 for k in range(len(stack))]
-        for k in range(len(stack) - 1):
+        slots = [d.data(f'slot{k}', f'stack[{k}]', None, None, role='value', cluster='stack') for k in range(depth)]
+        for k in range(depth - 1):
             d.edge(slots[k + 1], slots[k], 'invis')      # newest on top
-        push = [len(d.edges) + k for k in range(len(stack))]
+        push = [len(d.edges) + k for k in range(depth)]
         for k in slots:
             d.edge('body', k, 'flow', 'push')
-        # backward: the while_grad node's grad_graph, applied to each popped entry
-        wg = next((m for m in graph.nodes if m.prim is WHILE_GRAD and m.inputs[0] is node.outputs[-1]), None)
-        fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
-        bwd_keys, pop, cts, acc = set(), [], [], None
-        if wg is not None:
-            gg = wg.params['grad_graph']
-            n_ct = len(wg.inputs) - 1 - len(gg.captures)
-            vals = evaluate(graph, list(wg.inputs[1:]), feeds)
-            cts, caps = list(vals[:n_ct]), vals[n_ct:]
-            d.op('vjp', 'body VJP', backward=True)
-            ct = [d.data(f'ct{i}', f'grad {names[i]}', bg.inputs[i].shape, bg.inputs[i].dtype, role='grad')
-                  for i in fl]
-            cap_names = [outer.name for outer, _ in gg.captures]
-            inv = [d.data(f'cg{j}', f'grad {cap_names[j]}', None, None, role='grad')
-                   for j in range(len(gg.outputs) - n_ct)]
-            for k in ct:
-                d.edge(k, 'vjp', 'bwd')
-            for k in ct:
-                d.edge('vjp', k, 'back')
-            for k in inv:
-                d.edge('vjp', k, 'bwd')
-            pop = [len(d.edges) + k for k in range(len(stack))]
-            for k in slots:
-                d.edge(k, 'vjp', 'bwd', 'pop')
-            bwd_keys = {'vjp', *ct, *inv}
-        base = set(range(len(d.edges))) - set(push) - set(pop)
-        slot_text = {s: show(v) for s, v in zip(slots, stack)}
-        hidden_all = set(slots) | bwd_keys
+        return d, lv, slots, push
 
-        def values_at(vals, upto, extra=None):
-            out = {k: v for k, v in zip(lv, vals)}
-            out.update((s, slot_text[s]) for s in slots[:upto])
-            out.update(extra or {})
+    def _draw_backward(self, d, graph, wg, bg, feeds, fl, slots) -> dict:
+        """The body's VJP popping the stack; returns what the backward frames need."""
+        names, gg = self._names, wg.params['grad_graph']
+        n_ct = len(wg.inputs) - 1 - len(gg.captures)
+        vals = evaluate(graph, list(wg.inputs[1:]), feeds)
+        d.op('vjp', 'body VJP', backward=True)
+        ct = [d.data(f'ct{i}', f'grad {names[i]}', bg.inputs[i].shape, bg.inputs[i].dtype, role='grad') for i in fl]
+        cap_names = [outer.name for outer, _ in gg.captures]
+        inv = [d.data(f'cg{j}', f'grad {cap_names[j]}', None, None, role='grad') for j in range(len(gg.outputs) - n_ct)]
+        for k in ct:
+            d.edge(k, 'vjp', 'bwd')
+        for k in ct:
+            d.edge('vjp', k, 'back')
+        for k in inv:
+            d.edge('vjp', k, 'bwd')
+        pop = [len(d.edges) + k for k in range(len(slots))]
+        for k in slots:
+            d.edge(k, 'vjp', 'bwd', 'pop')
+        return dict(gg=gg, n_ct=n_ct, cts=list(vals[:n_ct]), caps=vals[n_ct:], ct=ct, inv=inv, pop=pop,
+                    keys={'vjp', *ct, *inv})
+
+    def _backward_frames(self, frames, bw, stack, states, fl, base):
+        """Pop the stack, last first, running the body's VJP at each saved state; returns the gradients."""
+        names, slots, ct, inv, pop, n_ct = self._names, self._slots, bw['ct'], bw['inv'], bw['pop'], bw['n_ct']
+        cts, acc = bw['cts'], None
+
+        def grads_at(cts, acc):
+            out = {k: c for k, c in zip(ct, cts)}
+            out.update((k, a) for k, a in zip(inv, acc or [0.0] * len(inv)))
             return out
+        gname = ', '.join(f'grad {names[i]} = {preview(c)}' for i, c in zip(fl, cts))
+        frames.append(Frame('backward', f'Backward: the gradient arriving at the loop\'s result: {gname}.',
+                            set(ct), self._values_at(states[-1], len(stack), grads_at(cts, acc)),
+                            hidden=set(), shown_edges=base))
+        for k in reversed(range(len(stack))):
+            res = run_graph(bw['gg'], [*stack[k], *cts], bw['caps'])
+            before, cts, new = cts, list(res[:n_ct]), list(res[n_ct:])
+            acc = new if acc is None else [a + b for a, b in zip(acc, new)]
+            change = ', '.join(f'grad {names[i]} {preview(a)} → {preview(b)}' for i, a, b in zip(fl, before, cts))
+            frames.append(Frame('backward', f'Pop stack[{k}] ({self._state_text(stack[k])}): the body\'s VJP at exactly '
+                                f'that iteration\'s inputs turns {change}.', {slots[k], 'vjp', pop[k], *ct, *inv},
+                                self._values_at(states[-1], k + 1, grads_at(cts, acc)),
+                                hidden=set(slots[k + 1:]), shown_edges=base | {pop[k]}))
+        done = ', '.join(f'd(result)/d({names[i]} at the start) = {preview(c)}' for i, c in zip(fl, cts))
+        frames.append(Frame('backward', f'The stack is empty: {done}; this is what mg.gradients returns.',
+                            set(ct) | set(inv), self._values_at(states[-1], 0, grads_at(cts, acc)),
+                            hidden=set(slots), shown_edges=base))
+        return cts, acc
 
-        frames = [Frame('start', f'Before the loop: {show(states[0])}. The stack is empty.', set(lv),
-                        values_at(states[0], 0), hidden=hidden_all, shown_edges=base)]
-        for k in range(len(stack)):
-            frames.append(Frame('forward', f'Iteration {k + 1}: cond is true, so the loop pushes ({show(stack[k])}) '
-                                f'on the stack as stack[{k}], then runs the body: now {show(states[k + 1])}.',
-                                {slots[k], 'body', push[k], *lv}, values_at(states[k + 1], k + 1),
-                                hidden=hidden_all - set(slots[:k + 1]), shown_edges=base | {push[k]}))
-        frames.append(Frame('forward', f'cond is false for ({show(states[-1])}): the loop ends after {len(stack)} '
-                            f'iterations. The stack keeps every iteration\'s inputs for the backward pass.',
-                            {'cond', *lv}, values_at(states[-1], len(stack)),
-                            hidden=hidden_all - set(slots), shown_edges=base))
-        if wg is not None:
-            def grads_at(cts, acc):
-                out = {k: c for k, c in zip(ct, cts)}
-                out.update((k, a) for k, a in zip(inv, acc or [0.0] * len(inv)))
-                return out
-            gname = ', '.join(f'grad {names[i]} = {preview(c)}' for i, c in zip(fl, cts))
-            frames.append(Frame('backward', f'Backward: the gradient arriving at the loop\'s result: {gname}.',
-                                set(ct), values_at(states[-1], len(stack), grads_at(cts, acc)),
-                                hidden=set(), shown_edges=base))
-            for k in reversed(range(len(stack))):
-                res = run_graph(gg, [*stack[k], *cts], caps)
-                before, cts, new = cts, list(res[:n_ct]), list(res[n_ct:])
-                acc = new if acc is None else [a + b for a, b in zip(acc, new)]
-                change = ', '.join(f'grad {names[i]} {preview(a)} → {preview(b)}' for i, a, b in zip(fl, before, cts))
-                frames.append(Frame('backward', f'Pop stack[{k}] ({show(stack[k])}): the body\'s VJP at exactly '
-                                    f'that iteration\'s inputs turns {change}.', {slots[k], 'vjp', pop[k], *ct, *inv},
-                                    values_at(states[-1], k + 1, grads_at(cts, acc)),
-                                    hidden=set(slots[k + 1:]), shown_edges=base | {pop[k]}))
-            done = ', '.join(f'd(result)/d({names[i]} at the start) = {preview(c)}' for i, c in zip(fl, cts))
-            frames.append(Frame('backward', f'The stack is empty: {done}; this is what mg.gradients returns.',
-                                set(ct) | set(inv), values_at(states[-1], 0, grads_at(cts, acc)),
-                                hidden=set(slots), shown_edges=base))
-        self.stack, self.states = stack, states
-        self.grads = cts if wg is not None else None              # w.r.t. the initial float loop variables
-        self.invariant_grads = acc if wg is not None else None    # w.r.t. float values the body reads
-        self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
+
+def _run_loop(cg, bg, state, ccap, bcap, max_iterations):
+    """Run cond and body like the while node does, pushing the loop variables before each body run."""
+    stack, states = [], [list(state)]
+    while bool(np.asarray(run_graph(cg, state, ccap)[0]).reshape(-1)[0]):
+        if len(stack) >= max_iterations:
+            raise MinigradError(f'LoopStepper: the loop runs more than {max_iterations} iterations; raise '
+                                f'max_iterations= to step through all of them')
+        stack.append(tuple(state))
+        state = run_graph(bg, state, bcap)
+        states.append(list(state))
+    return stack, states
 
 
 # ------------------------------------------------------------------ a tracer at work
