@@ -155,11 +155,7 @@ class Variable(Symbol):
 
 
 def _check_assign(var, value) -> Aval:
-    if value.shape is not None and var.shape is not None and len(value.shape) == len(var.shape):
-        if any(a is not None and b is not None and a != b for a, b in zip(value.shape, var.shape)):
-            raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but Variable "
-                             f"'{var.name}' has shape {fmt_shape(var.shape)}")
-    elif value.shape is not None and var.shape is not None:
+    if not shapes_compatible(value.shape, var.shape):
         raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but Variable "
                          f"'{var.name}' has shape {fmt_shape(var.shape)}")
     return Aval(var.shape, var.dtype)
@@ -282,14 +278,11 @@ class Graph:
 
     def capture(self, sym: Symbol) -> Symbol:
         """The local stand-in for a Symbol of an enclosing graph (cond/while bodies use outer values)."""
+        if self.parent is not None and not self.parent.owns(sym):
+            sym = self.parent.capture(sym)      # a grandparent's value: through the parent's stand-in
         for outer, inner in self.captures:
             if outer is sym:
                 return inner
-        if self.parent is not None and not self.parent.owns(sym):
-            sym = self.parent.capture(sym)
-            for outer, inner in self.captures:
-                if outer is sym:
-                    return inner
         inner = self.add_node(PLACEHOLDER, [], {'captured': True}, [Aval(sym.shape, sym.dtype)],
                               name=f'{sym.name}_captured')[0]
         self.captures.append((sym, inner))
@@ -321,9 +314,7 @@ class Graph:
     # -- inspection
     def format_node(self, node: Node) -> str:
         outs = ', '.join(o.name for o in node.outputs)
-        args = [i.name for i in node.inputs]
-        for k, v in node.params.items():
-            args.append(f'{k}={_fmt_param(v)}')
+        args = [i.name for i in node.inputs] + [f'{k}={_fmt_param(v)}' for k, v in node.params.items()]
         types = ', '.join(f'{o.dtype} {fmt_shape(o.shape)}' for o in node.outputs)
         return f'{outs} = {node.op}({", ".join(args)})  : {types}'
 
@@ -352,9 +343,7 @@ class Graph:
         """Re-check every node: inputs defined earlier in this graph, shapes/dtypes match the rules.
 
         Raises GraphError naming the first bad node; returns the graph so calls chain."""
-        defined = set()
-        for outer, inner in self.captures:
-            defined.add(id(inner))
+        defined = {id(inner) for _, inner in self.captures}
         for node in self.nodes:
             problem = _check_node(node, defined)
             if problem:         # the message (which formats the node) is only built for a bad node
@@ -420,7 +409,7 @@ def _check_node(node, defined) -> str | None:
         if len(avals) != len(node.outputs):
             return f'has {len(node.outputs)} outputs, its rule gives {len(avals)}'
         for o, av in zip(node.outputs, avals):
-            if not _shapes_compatible(o.shape, av.shape) or np.dtype(o.dtype) != np.dtype(av.dtype):
+            if not shapes_compatible(o.shape, av.shape) or np.dtype(o.dtype) != np.dtype(av.dtype):
                 return (f'output {o.name} is recorded as {o.dtype} {fmt_shape(o.shape)} but the rule gives '
                         f'{av.dtype} {fmt_shape(av.shape)}')
     for o in node.outputs:
@@ -433,7 +422,8 @@ def _rule_params(node):
     return {k: v for k, v in node.params.items() if not k.startswith('_')}
 
 
-def _shapes_compatible(recorded, rule) -> bool:
+def shapes_compatible(recorded, rule) -> bool:
+    """Equal ranks and equal sizes where both are known (None: unknown rank or size)."""
     if recorded is None or rule is None:
         return True
     if len(recorded) != len(rule):
@@ -508,8 +498,6 @@ def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
 def constant(value, dtype=None, name=None, graph=None) -> Symbol:
     """A value fixed in the graph. Python floats become float32. >>> c = mg.constant(2.0)"""
     g = graph or get_default_graph()
-    if isinstance(value, core.hooks.tensor_type):
-        value = value.data
     if isinstance(value, Symbol):
         raise GraphError(f"mg.constant: '{value.name}' is already a Symbol; use it directly")
     arr = _graph_value(value, dtype, 'mg.constant')
@@ -519,6 +507,8 @@ def constant(value, dtype=None, name=None, graph=None) -> Symbol:
 
 def _graph_value(value, dtype, what) -> np.ndarray:
     """A constant's or Variable's own read-only copy; Python floats become float32, numpy values keep their dtype."""
+    if isinstance(value, core.hooks.tensor_type):
+        value = value.data
     arr = core.value_array(value, what, dtype)
     if dtype is None and arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
         arr = arr.astype(DEFAULT_FLOAT)
@@ -528,8 +518,6 @@ def _graph_value(value, dtype, what) -> np.ndarray:
 
 def Variable_(initial_value, name=None, dtype=None) -> Variable:
     g = get_default_graph()
-    if isinstance(initial_value, core.hooks.tensor_type):
-        initial_value = initial_value.data
     arr = _graph_value(initial_value, dtype, 'mg.Variable')
     return g.add_node(VARIABLE, [], {'initial_value': arr}, [Aval(arr.shape, arr.dtype)],
                       name=_check_name(name) or 'Variable')[0]

@@ -144,11 +144,8 @@ def _broadcast_like_impl(g, ref, axes=()):
     return np.broadcast_to(g, shape)
 
 
-def _broadcast_like_rule(g, ref, axes=()):
-    return Aval(ref.shape, g.dtype)
-
-
-def _shape_rule_reshape_like(g, ref):
+def _to_ref_rule(g, ref, axes=()):
+    """broadcast_like and reshape_like: ref's shape, g's dtype."""
     return Aval(ref.shape, g.dtype)
 
 
@@ -193,12 +190,12 @@ sum_to_like = prim('sum_to_like', _sum_to_like_impl, _like_rule,
                    lambda n, g, out, x, ref: (broadcast_like(g, x), None), lower=_lower_sum_to_like,
                    saves_inputs=False, jvp=lambda p, t, out, **k: _lin(sum_to_like, p, t, k),
                    doc='sum x down to the shape of ref (undoes broadcasting); VJP of broadcasting')
-broadcast_like = prim('broadcast_like', _broadcast_like_impl, _broadcast_like_rule,
+broadcast_like = prim('broadcast_like', _broadcast_like_impl, _to_ref_rule,
                       lambda n, g, out, x, ref, axes=(): (
                           sum_to_like(sum_(g, axis=axes) if axes else g, x), None), lower=_lower_broadcast_like,
                       saves_inputs=False, jvp=lambda p, t, out, **k: _lin(broadcast_like, p, t, k),
                       doc='broadcast x (with the reduced `axes` re-inserted) to the shape of ref')
-reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _shape_rule_reshape_like,
+reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _to_ref_rule,
                     lambda n, g, out, x, ref: (reshape_like(g, x), None), lower=_lower_reshape_like,
                     saves_inputs=False, jvp=lambda p, t, out, **k: _lin(reshape_like, p, t, k),
                     doc='reshape x to the shape of ref; VJP of reshape')

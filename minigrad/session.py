@@ -8,7 +8,7 @@ import numpy as np
 
 from .core import fmt_shape, describe, value_array
 from .errors import FeedError, GraphError, InputError
-from .graph import Graph, Symbol, get_default_graph, needed_nodes, PLACEHOLDER, VARIABLE
+from .graph import Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error
 from .compiler import compile as compile_program
 
@@ -92,10 +92,8 @@ class Session:
             if len(self._programs) > self.CACHE_SIZE:
                 self._programs.popitem(last=False)
                 self.evictions += 1
-        states = [self.state.get(id(v.node)) for v in prog.variables]
-        for i, v in enumerate(prog.variables):
-            if states[i] is None:
-                states[i] = np.array(v.node.params['initial_value'])
+        states = [self.state[id(v.node)] if id(v.node) in self.state else np.array(v.node.params['initial_value'])
+                  for v in prog.variables]
         out = prog.run([feeds[id(s)] for s in prog.inputs], states)
         for v, s in zip(prog.variables, states):       # only a run that finished updates the state
             self.state[id(v.node)] = s
@@ -122,13 +120,11 @@ class Session:
                     raise FeedError(f"cannot feed a {arr.dtype} value into '{k.name}' ({k.dtype}); convert it "
                                     f'first, e.g. np.asarray(value, dtype={k.dtype.name!r})')
                 arr = arr.astype(k.dtype)
-            if k.shape is not None:
-                ok = arr.ndim == len(k.shape) and all(d is None or d == a for d, a in zip(k.shape, arr.shape))
-                if not ok:
-                    raise FeedError(f"cannot feed a value of shape {fmt_shape(arr.shape)} into '{k.name}', which "
-                                    f'has shape {fmt_shape(k.shape)} (None = any size). A graph is built for '
-                                    f'one input shape: reshape the value or build the graph with '
-                                    f'placeholder(shape=...) that allows it.')
+            if not shapes_compatible(k.shape, arr.shape):
+                raise FeedError(f"cannot feed a value of shape {fmt_shape(arr.shape)} into '{k.name}', which "
+                                f'has shape {fmt_shape(k.shape)} (None = any size). A graph is built for '
+                                f'one input shape: reshape the value or build the graph with '
+                                f'placeholder(shape=...) that allows it.')
             feeds[id(k)] = arr
         return feeds
 
