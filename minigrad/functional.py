@@ -20,11 +20,9 @@ def _is_value(x) -> bool:
 
 def _lift(*xs):
     """Public functions on plain data (lists, arrays, numbers) return Tensors."""
-    for x in xs:
-        if isinstance(x, (hooks.tensor_type, hooks.symbol_type, hooks.dual_type)):
-            return xs
-    first = xs[0]
-    return (hooks.lift(first),) + xs[1:]
+    if builtins.any(map(_is_value, xs)):
+        return xs
+    return (hooks.lift(xs[0]),) + xs[1:]
 
 
 def _axes(x, axis, op):
@@ -354,7 +352,7 @@ class OpsMixin:
     def logsumexp(self, axis=None, keepdims=False): return logsumexp(self, axis, keepdims)
     def abs(self): return abs(self)
     def astype(self, dtype): return cast(self, dtype)
-    # Tensor has its own versions of these five (same meaning; detach shares the data)
+    # Tensor has its own detach and clone (same meaning; its detach shares the data)
     def detach(self): return P.stop_gradient(self)
     def clone(self): return cast(self, self.dtype)
     def to(self, dtype): return cast(self, dtype)

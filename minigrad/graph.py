@@ -615,16 +615,22 @@ def _gradient_args(ys, xs, grad_ys):
     """(graph, ys, xs, grad_ys) as lists, checked: Symbols of one graph."""
     ys = [ys] if isinstance(ys, Symbol) else list(ys)
     xs = [xs] if isinstance(xs, Symbol) else list(xs)
-    for s in ys + xs:
-        if not isinstance(s, Symbol):
-            raise GraphError(f'gradients: expected Symbols, got {describe(s)}; for eager tensors use .backward()')
-        if s.graph is not ys[0].graph:
-            raise GraphError(f"gradients: '{s.name}' belongs to another graph than '{ys[0].name}'")
+    g = one_graph('gradients', ys + xs, 'for eager tensors use .backward()')
     if grad_ys is None:
         grad_ys = [None] * len(ys)
     elif not isinstance(grad_ys, (list, tuple)):
         grad_ys = [grad_ys]
-    return ys[0].graph, ys, xs, grad_ys
+    return g, ys, xs, grad_ys
+
+
+def one_graph(what, syms, hint) -> Graph:
+    """The graph of `syms`, checked: all Symbols, all of one graph (else a GraphError naming `what`)."""
+    for s in syms:
+        if not isinstance(s, Symbol):
+            raise GraphError(f'{what}: expected Symbols, got {describe(s)}; {hint}')
+        if s.graph is not syms[0].graph:
+            raise GraphError(f"{what}: '{s.name}' belongs to another graph than '{syms[0].name}'")
+    return syms[0].graph
 
 
 def group(*ops) -> Symbol:

@@ -122,9 +122,11 @@ class no_grad:
     False
     """
 
+    grad_enabled = False
+
     def __enter__(self):
         self._prev = state.grad_enabled
-        state.grad_enabled = False
+        state.grad_enabled = self.grad_enabled
 
     def __exit__(self, *exc):
         state.grad_enabled = self._prev
@@ -132,15 +134,14 @@ class no_grad:
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*a, **k):
-            with no_grad():
+            with type(self)():
                 return fn(*a, **k)
         return wrapper
 
 
 class enable_grad(no_grad):
-    def __enter__(self):
-        self._prev = state.grad_enabled
-        state.grad_enabled = True
+    """Context manager (and decorator): ops inside record again, e.g. within mg.no_grad()."""
+    grad_enabled = True
 
 
 def is_grad_enabled() -> bool:
@@ -274,15 +275,6 @@ class Tensor(OpsMixin):
         if self.data.dtype.kind not in 'iu':
             raise TypeError('only integer tensors can be used as an index')
         return int(self.item())
-
-    def float(self):
-        return self.to(DEFAULT_FLOAT)
-
-    def double(self):
-        return self.to(np.float64)
-
-    def to(self, dtype):
-        return P.cast(self, dtype=np.dtype(dtype))
 
     def all(self):
         return Tensor._make(np.asarray(self.data.all()))

@@ -176,6 +176,18 @@ def test_no_grad_records_nothing_and_restores():
     assert not f(w).requires_grad and mg.is_grad_enabled()
 
 
+def test_enable_grad_as_a_decorator_records_inside_no_grad():
+    w = mg.tensor(1.0, requires_grad=True)
+
+    @mg.enable_grad()
+    def f(x):
+        return x * 3
+    with mg.no_grad():
+        y = f(w)
+        assert not mg.is_grad_enabled()
+    assert y.requires_grad and y.grad_fn is not None
+
+
 def test_tape_collects_entries_in_order():
     x = mg.tensor(2.0, requires_grad=True)
     with mg.Tape() as tape:

@@ -26,7 +26,7 @@ import os
 
 from ..core import Aval
 from ..errors import FeedError, GraphError
-from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, needed_nodes
+from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, needed_nodes, one_graph
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse
@@ -42,13 +42,7 @@ from .specialize import specialize
 
 
 def _check(outputs, inputs):
-    graph = outputs[0].graph
-    for s in list(outputs) + list(inputs):
-        if not isinstance(s, Symbol):
-            raise GraphError(f'compile: expected Symbols, got {type(s).__name__}; outputs and inputs are '
-                             f'Symbols of one graph')
-        if s.graph is not graph:
-            raise GraphError(f"compile: '{s.name}' belongs to another graph than '{outputs[0].name}'")
+    one_graph('compile', list(outputs) + list(inputs), 'outputs and inputs are Symbols of one graph')
     for s in inputs:
         if s.node.prim is not PLACEHOLDER and s.node.prim is not VARIABLE:
             raise GraphError(f"compile: input '{s.name}' is the result of a '{s.op}' op; inputs must be "

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import fmt_shape, hooks
 from ..errors import FeedError, MinigradError, ShapeError
+from ..graph import shapes_compatible
 from .codegen import generate
 from .lower import flatten
 from .memory import plan_memory
@@ -68,8 +69,7 @@ class Program:
                 arr = arr.astype(dt)
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
-            if shape is not None and (arr.ndim != len(shape) or
-                                      any(d is not None and d != a for d, a in zip(shape, arr.shape))):
+            if not shapes_compatible(shape, arr.shape):
                 raise FeedError(f"Program: input {i} ('{names[i]}') has shape {fmt_shape(arr.shape)} but the "
                                 f'program was compiled for {fs}. Compile again for this shape (mg.jit and '
                                 f'Session.run do that for you).')
