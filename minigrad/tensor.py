@@ -149,7 +149,6 @@ def is_grad_enabled() -> bool:
 
 
 _NUMBER = {float, int, np.float32, np.float64}
-_INPLACE_UFUNC = {'+': np.add, '-': np.subtract, '*': np.multiply, '/': np.true_divide}
 _PLAIN = _NUMBER | {np.ndarray, bool}
 
 
@@ -323,19 +322,9 @@ class Tensor(OpsMixin):
                 f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
                 f'in place would make its gradient meaningless. Update parameters inside '
                 f'`with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
-        if not state.tapes and not (state.grad_enabled and (self._requires_grad or (
-                isinstance(other, Tensor) and other._requires_grad))):
-            # nothing to record (e.g. an SGD update): one numpy op, still out of place so that
-            # arrays saved on a tape stay intact
-            try:
-                out = _INPLACE_UFUNC[sym](self.data, other.data if isinstance(other, Tensor) else other)
-            except Exception as e:
-                raise shape_error(prim, (self, other), {}, e) from None
-            res = Tensor._make(np.asarray(out))
-        else:
-            if sym == '-':
-                other = P.neg(other) if isinstance(other, Tensor) else negative(other)
-            res = core.apply(prim, self, other)
+        if sym == '-':
+            other = P.neg(other) if isinstance(other, Tensor) else negative(other)
+        res = core.apply(prim, self, other)     # out of place: arrays saved on a tape stay intact
         if res.data.dtype != self.data.dtype:
             if not np.can_cast(res.data.dtype, self.data.dtype, 'same_kind'):
                 raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, which cannot be "
