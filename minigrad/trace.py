@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import os
-import sys
 from collections import OrderedDict
 
 import numpy as np
@@ -30,7 +28,7 @@ from . import core
 from .core import PRIMITIVES, fmt_shape
 from .core import Aval
 from .errors import TraceError, FeedError, MinigradError, InputError
-from .graph import Graph, Symbol, Variable, placeholder, constant, PLACEHOLDER, VARIABLE, CONSTANT
+from .graph import Graph, Symbol, Variable, placeholder, constant, user_line, PLACEHOLDER, VARIABLE, CONSTANT
 from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor
 from .compiler import compile as compile_graph
@@ -195,18 +193,10 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
 
 
 # ------------------------------------------------------------------ mg.jit: guards and graph breaks
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
 def _user_line() -> str:
     """'file:line: source' of the first frame outside minigrad (where the user asked for a value)."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-        frame = frame.f_back
-    if frame is None:
-        return '<unknown>'
-    src = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f'{frame.f_code.co_filename}:{frame.f_lineno}: {src}'
+    where = user_line()
+    return '<unknown>' if where is None else f'{where[0]}:{where[1]}: {linecache.getline(*where).strip()}'
 
 
 def _same(a, b) -> bool:
@@ -257,14 +247,11 @@ def _external(node) -> bool:
 
 def _segment_nodes(fetches, lo, hi) -> list:
     """The nodes in graph positions [lo, hi) the fetches need (earlier values are read, not recomputed)."""
-    seen, stack = {}, [s.node for s in fetches]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or not lo <= n.index < hi or _external(n):
-            continue
-        seen[id(n)] = n
-        stack.extend(i.node for i in n.inputs)
-    return sorted(seen.values(), key=lambda n: n.index)
+    def inside(n):
+        return lo <= n.index < hi and not _external(n)
+    walk = core.topo_order([s.node for s in fetches], lambda n: [i.node for i in n.inputs] if inside(n) else (),
+                           key=lambda n: n.index)
+    return [n for n in walk if inside(n)]
 
 
 def _segment(name, nodes, outs, guard, backend=None) -> Segment:
