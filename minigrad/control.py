@@ -31,9 +31,8 @@ import numpy as np
 from . import core
 from .core import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, MinigradError
-from .graph import (Graph, Symbol, constant, get_default_graph, gradients, zeros_like, CONSTANT, SOURCES,
-                    STATEFUL)
-from .graph import placeholder
+from .graph import (Graph, Symbol, constant, get_default_graph, gradients, placeholder, zeros_like, CONSTANT,
+                    SOURCES, STATEFUL)
 from .interpreter import run_graph
 
 DEFAULT_MAX_ITERATIONS = 100_000     # max_iterations=None: a runaway loop becomes an error, not a hang

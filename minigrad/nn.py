@@ -21,7 +21,6 @@ from .tensor import Tensor, tensor, rng, no_grad
 from . import optim
 from .compiler import compile as compile_
 from .control import cond
-from .session import Session
 
 
 class Parameter(Tensor):

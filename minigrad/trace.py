@@ -27,7 +27,7 @@ import numpy as np
 from . import core
 from .core import PRIMITIVES, fmt_shape
 from .core import Aval
-from .errors import TraceError, FeedError, MinigradError, InputError
+from .errors import TraceError, MinigradError, InputError
 from .graph import Graph, Symbol, Variable, placeholder, constant, user_line, PLACEHOLDER, VARIABLE, CONSTANT
 from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor
