@@ -11,7 +11,6 @@ ScatterElements scatter_add, If cond, Loop while_loop) and folds the run-time sh
 """
 from __future__ import annotations
 
-import itertools
 from collections import namedtuple
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy as np
 from . import ops as P
 from .compiler import ops as C
 from .compiler.program import Program
+from .core import Names
 from .control import COND, WHILE, cond, while_loop
 from .errors import MinigradError
 from .graph import Graph, Symbol, constant, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
@@ -39,14 +39,10 @@ class _Builder:
     """Collects ONNX nodes and initializers for one (sub-)graph; names are unique across the model."""
 
     def __init__(self, names=None):
-        self.nodes, self.inits, self.names = [], [], names if names is not None else set()
+        self.nodes, self.inits, self.names = [], [], names if names is not None else Names()
 
     def fresh(self, base: str) -> str:
-        for i in itertools.count():
-            name = base if i == 0 else f'{base}_{i}'
-            if name not in self.names:
-                self.names.add(name)
-                return name
+        return self.names(None, base)
 
     def op(self, op_type, inputs, n_out=1, name='t', **attrs) -> list[str]:
         outs = [self.fresh(name) for _ in range(n_out)]
@@ -354,8 +350,7 @@ def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_name
     names = output_names or [o.name for o in outs]
     out_infos = []
     for o, name in zip(outs, names):
-        out = b.fresh(name) if name in b.names else name      # an output may not reuse an input's name
-        b.names.add(out)
+        out = b.fresh(name)         # an output may not reuse an input's name
         b.nodes.append(onnx.helper.make_node('Identity', [env[id(o)]], [out], name=b.fresh('Identity')))
         out_infos.append(_value_info(out, o.dtype, o.shape))
     g = onnx.helper.make_graph(b.nodes, graph.name or 'minigrad', infos, out_infos, b.inits)

@@ -9,7 +9,6 @@ re-checks it, and ``interpreter.evaluate`` defines what it means.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import operator
 import os
 import sys
@@ -234,20 +233,12 @@ class Graph:
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
         self.grad_nodes: set[int] = set()    # ids of the nodes mg.gradients added (drawn as backward)
         self.single = False                  # a cond/while body written as `return x` (not a tuple)
-        self._names: dict[str, int] = {}
+        self._names = core.Names()
 
     # -- building
     def unique_name(self, base: str) -> str:
-        base = base or 'v'
-        if base not in self._names:
-            self._names[base] = 0
-            return base
-        for i in itertools.count(self._names[base] + 1):
-            cand = f'{base}_{i}'
-            if cand not in self._names:
-                self._names[base] = i
-                self._names[cand] = 0
-                return cand
+        """A name no value of this graph has yet: base, base_1, base_2, ..."""
+        return self._names(None, base or 'v')
 
     def add_node(self, prim: Primitive, inputs, params, avals, name=None) -> list[Symbol]:
         node = Node(prim, inputs, params, self, len(self.nodes))
@@ -364,12 +355,12 @@ class Graph:
     def atomic(self):
         """Undo what the block added to this graph if it raises: a failing mg.gradients, cond or
         while_loop leaves the graph exactly as it was (nodes, names, captures)."""
-        n, names, caps, grads = len(self.nodes), dict(self._names), len(self.captures), set(self.grad_nodes)
+        n, names, caps, grads = len(self.nodes), dict(self._names.last), len(self.captures), set(self.grad_nodes)
         try:
             yield self
         except BaseException:
             del self.nodes[n:], self.captures[caps:]
-            self._names, self.grad_nodes = names, grads
+            self._names.last, self.grad_nodes = names, grads
             raise
 
     @contextlib.contextmanager

@@ -88,21 +88,15 @@ class Tape:
 
     def __repr__(self):
         lines = [f'Tape with {len(self.entries)} entries']
-        names, used = {}, {t.name for e in self.entries for t in (e.output, *e.inputs)
-                           if isinstance(t, Tensor) and t.name}
-        outputs = {id(e.output): e.op for e in self.entries}
+        names = core.Names(t.name for e in self.entries for t in (e.output, *e.inputs)
+                           if isinstance(t, Tensor) and t.name)
+        outputs, given = {id(e.output): e.op for e in self.entries}, {}
         def nm(x):      # unnamed tensors: the Graph's scheme (mul, mul_1, ...), as in drawings and print(graph)
-            if isinstance(x, Tensor):
-                if id(x) not in names:
-                    base = cand = x.name or outputs.get(id(x), 'tensor')
-                    k = 0
-                    while not x.name and cand in used:
-                        k += 1
-                        cand = f'{base}_{k}'
-                    used.add(cand)
-                    names[id(x)] = cand
-                return names[id(x)]
-            return repr(x)
+            if not isinstance(x, Tensor):
+                return repr(x)
+            if id(x) not in given:
+                given[id(x)] = names(x.name, outputs.get(id(x), 'tensor'))
+            return given[id(x)]
         for e in self.entries:
             lines.append(f'  {nm(e.output)} = {e.op}({", ".join(nm(i) for i in e.inputs)})')
         return '\n'.join(lines)

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from ..core import PRIMITIVES, hooks
+from ..core import PRIMITIVES, Names, hooks
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..tensor import Tape, TapeNode, Tensor, _tape_order
@@ -46,24 +46,6 @@ BUFFER_COLORS = ['#8dd3c7', '#ffffb3', '#bebada', '#fb8072', '#80b1d3', '#fdb462
                  '#fccde5', '#d9d9d9', '#bc80bd', '#ccebc5', '#ffed6f']
 HL = '#ff8c00'
 BWD = '#c03030'
-
-
-class Names:
-    """Names for unnamed values in the Graph's scheme (`mul`, `mul_1`, `mul_2`, ...), so a tape, a drawing and
-    print(graph) all name things the same way; names the user gave are kept and never reused."""
-
-    def __init__(self, taken=()):
-        self.used = set(taken)
-
-    def __call__(self, name, base):
-        if name:
-            return name
-        cand, i = base, 0
-        while cand in self.used:
-            i += 1
-            cand = f'{base}_{i}'
-        self.used.add(cand)
-        return cand
 
 
 class Drawing:
