@@ -82,12 +82,9 @@ def _widest(best, k, text):
 
 def _center_x(shapes) -> str:
     xs = []
-    for s in shapes:
-        if s.get('cx') is not None:
-            xs.append(float(s.get('cx')))
-        else:
-            nums = [float(v) for v in re.findall(r'-?\d+(?:\.\d+)?', s.get('d') or s.get('points') or '')]
-            xs += nums[0::2]
+    for s in shapes:                       # an ellipse's cx, or every other number of a path or polygon
+        nums = [float(v) for v in re.findall(r'-?\d+(?:\.\d+)?', s.get('cx') or s.get('d') or s.get('points') or '')]
+        xs += nums[0::2]
     return f'{(min(xs) + max(xs)) / 2:.2f}' if xs else '0'
 
 
@@ -121,9 +118,8 @@ class Layout:
                 _widest(vals, k, preview(v))
             for k, g in (f.grads or {}).items():
                 _widest(grads, k, preview(g))
-        titles = [f.title for f in frames if f.title]
         dot = to_digraph(d, values=vals, grads=grads, max_nodes=max_nodes, extra_edges=extra_edges,
-                         title=max(titles, key=len) if titles else None)
+                         title=max((f.title for f in frames if f.title), key=len, default=None))
         self.base = render_svg(dot)
         self.vertices = set(re.findall(r'<g id="mg-([^"]+)" class="node"', self.base))
 
@@ -138,20 +134,17 @@ class Layout:
         values = self._values(f)
         for g in root.iter(_G):
             gid, cls = g.get('id', ''), g.get('class', '')
-            if cls == 'graph':
-                if f.title:
-                    shapes = [c for c in g if c.tag in _SHAPES]
-                    for t in (c for c in g if c.tag == _TEXT):
-                        _set_text(t, f.title, _center_x(shapes[:1]))
+            if cls == 'graph' and f.title:
+                for t in (c for c in g if c.tag == _TEXT):
+                    _set_text(t, f.title, _center_x([c for c in g if c.tag in _SHAPES][:1]))
             elif gid.startswith('mg-') and cls == 'node':
                 self._node(g, gid[3:], f, values)
             elif gid.startswith('mg-e') and cls == 'edge':
                 self._edge(g, int(gid[4:]), f)
             elif gid.startswith('mg-') and cls == 'cluster':
-                key = gid[3:]
-                if f.clusters is not None and key not in f.clusters:
+                if f.clusters is not None and gid[3:] not in f.clusters:
                     g.set('visibility', 'hidden')
-                elif key in f.highlight:
+                elif gid[3:] in f.highlight:
                     _outline([c for c in g if c.tag in _SHAPES], HL, '2.5')
                     g.set('class', 'cluster mg-highlight-cluster')
         return ET.tostring(root, encoding='unicode')
@@ -166,19 +159,16 @@ class Layout:
             return
         shapes = [c for c in g if c.tag in _SHAPES]
         if v['kind'] == 'data':
-            value = values.get(key, v['value'] if v['role'] == 'constant' else None)
-            grad = (f.grads or {}).get(key)
-            cx = _center_x(shapes)
-            for t in g:
-                if t.tag != _TEXT or not t.get('font-family', '').startswith('Courier'):
-                    continue                       # only the value row and the (red) grad row change
-                is_grad = t.get('fill') == BWD
-                shown = grad if is_grad else value
-                if shown is None:
-                    t.text = ''                    # not known yet in this frame
-                    t.set('visibility', 'hidden')
-                else:
-                    _set_text(t, ('grad ' if is_grad else '') + preview(shown), cx)
+            rows = {False: ('', values.get(key, v['value'] if v['role'] == 'constant' else None)),
+                    True: ('grad ', (f.grads or {}).get(key))}         # the (red) grad row is drawn in BWD
+            for t in g:                            # only the value row and the grad row change
+                if t.tag == _TEXT and t.get('font-family', '').startswith('Courier'):
+                    prefix, shown = rows[t.get('fill') == BWD]
+                    if shown is None:
+                        t.text = ''                # not known yet in this frame
+                        t.set('visibility', 'hidden')
+                    else:
+                        _set_text(t, prefix + preview(shown), _center_x(shapes))
         if key in f.highlight:
             _outline(shapes, HL, '3')
             g.set('class', 'node mg-highlight')
@@ -193,10 +183,8 @@ class Layout:
 
     def _edge(self, g, n, f):
         a, b = self.edges[n][:2]
-        if n >= self.n_base:
-            shown = n - self.n_base < len(f.edges)
-        else:
-            shown = f.shown_edges is None or n in f.shown_edges
+        # an extra (gradient-flow) edge is shown once its frame has added it; a drawing's edge as the frame says
+        shown = n - self.n_base < len(f.edges) if n >= self.n_base else f.shown_edges is None or n in f.shown_edges
         if not shown or a in f.hidden or b in f.hidden:
             g.set('visibility', 'hidden')
             return
@@ -315,16 +303,9 @@ class Stepper(_Player):
     """
 
     def __init__(self, obj, feed_dict=None, fetch=None, root=None, max_nodes=150):
-        if isinstance(obj, Tensor):
-            d, steps = from_tensor(obj, need_values=True)
-            root_key = steps[-1].outs[0] if steps else None
-        elif isinstance(obj, Tape):
-            if not obj.entries:
-                raise MinigradError('Stepper: the tape is empty; run some ops inside `with mg.Tape() as tape:`')
-            d, steps = from_tape(obj, root)
-            root_key = d._keys[id(root if root is not None else obj.entries[-1].output)]
-        else:
-            d, steps, root_key = self._from_graph(obj, feed_dict, fetch)
+        if isinstance(obj, Tape) and not obj.entries:
+            raise MinigradError('Stepper: the tape is empty; run some ops inside `with mg.Tape() as tape:`')
+        d, steps, root_key = _from_tape_or_tensor(obj, root) or self._from_graph(obj, feed_dict, fetch)
         values = {k: v['value'] for k, v in d.vertices.items() if v['kind'] == 'data' and v['value'] is not None
                   and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
         frames = _frames(d, steps, values, root_key)
@@ -338,8 +319,7 @@ class Stepper(_Player):
             raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
                              f'a Symbol, a traced function or a Program')
         fetch = fetch if fetch is not None else obj if isinstance(obj, Symbol) else (g.outputs or None)
-        fetch = [fetch] if isinstance(fetch, Symbol) else list(fetch) if fetch else \
-            [o for o in g.nodes[-1].outputs]
+        fetch = [fetch] if isinstance(fetch, Symbol) else list(fetch) if fetch else list(g.nodes[-1].outputs)
         d, steps = from_graph(g, fetch)
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
         nodes = needed_nodes(g, fetch)
@@ -351,9 +331,8 @@ class Stepper(_Player):
         for n in nodes:
             if n.prim in (PLACEHOLDER, VARIABLE) and id(n.outputs[0]) in d._keys:
                 d.vertices[d._keys[id(n.outputs[0])]]['value'] = env[id(n.outputs[0])]
-        has_bwd = any(s.backward for s in steps)
-        root = fetch[0]
-        ok = len(fetch) == 1 and root.dtype.kind == 'f' and not has_bwd and id(root) in d._keys
+        root = fetch[0]          # a graph holding gradient ops is stepped through forward only
+        ok = len(fetch) == 1 and root.dtype.kind == 'f' and id(root) in d._keys and not any(s.backward for s in steps)
         return d, steps, d._keys[id(root)] if ok else None
 
     def _table(self, f) -> str:
@@ -369,6 +348,17 @@ class Stepper(_Player):
                 '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
 
 
+def _from_tape_or_tensor(obj, root=None):
+    """(drawing, steps, root key) of a tape or of a Tensor's graph; None for anything else."""
+    if isinstance(obj, Tensor):
+        d, steps = from_tensor(obj, need_values=True)
+        return d, steps, steps[-1].outs[0] if steps else None
+    if isinstance(obj, Tape):
+        d, steps = from_tape(obj, root)
+        return d, steps, d._keys[id(root if root is not None else obj.entries[-1].output)]
+    return None
+
+
 def _name(d, k):
     return d.vertices[k]['name'] if k in d.vertices else '?'
 
@@ -376,15 +366,14 @@ def _name(d, k):
 def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
     """Forward frames in step order, then backward frames (one per gradient contribution along an edge)."""
     values = dict(values)
-    names = ', '.join(_name(d, k) for k in values if d.vertices[k]['role'] != 'constant') or 'none'
+    inputs = [k for k in values if d.vertices[k]['role'] != 'constant']
+    names = ', '.join(_name(d, k) for k in inputs) or 'none'
     pending = [{s.key, *s.outs} for s in steps]         # faded until that step has run
-    frames = [Frame('start', f'Before the forward pass: only the inputs have values ({names}).',
-                    {k for k in values if d.vertices[k]['role'] != 'constant'}, dict(values),
-                    dim=set().union(*pending))]
+    frames = [Frame('start', f'Before the forward pass: only the inputs have values ({names}).', inputs,
+                    dict(values), dim=set().union(*pending))]
     n = len(steps)
     for i, s in enumerate(steps, 1):
-        for k, v in zip(s.outs, s.out_vals or ()):
-            values[k] = v
+        values.update(zip(s.outs, s.out_vals or ()))
         ins = ' and '.join(_name(d, k) for k in s.ins if k is not None)
         op = s.prim.name
         res = ', '.join(f'{_name(d, k)} = {preview(v)}' for k, v in zip(s.outs, s.out_vals or ()))
@@ -394,10 +383,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
                             if s.outs else None, dim=set().union(*pending[i:])))
     if root_key is None or not steps:
         return frames
-    root = values[root_key]
-    grads = {root_key: np.ones_like(root)}
-    uses: dict = {}
-    edges = []
+    grads, uses, edges = {root_key: np.ones_like(values[root_key])}, {}, []
     frames.append(Frame('backward', f'Backward pass starts at {_name(d, root_key)}: its gradient with respect to '
                         f'itself is 1.', {root_key}, values, dict(grads), target=root_key,
                         contribution=grads[root_key]))
@@ -567,14 +553,9 @@ class PathStepper(_Player):
     """
 
     def __init__(self, obj, wrt, root=None, max_paths=64, max_nodes=150):
-        if isinstance(obj, Tape):
-            d, steps = from_tape(obj, root)
-            root_key = d._keys[id(root if root is not None else obj.entries[-1].output)]
-        elif isinstance(obj, Tensor):
-            d, steps = from_tensor(obj, need_values=True)
-            root_key = steps[-1].outs[0] if steps else None
-        else:
+        if not isinstance(obj, (Tape, Tensor)):
             raise TypeError(f'PathStepper: expected a Tape or a Tensor, got {type(obj).__name__}')
+        d, steps, root_key = _from_tape_or_tensor(obj, root)
         start = d._keys.get(id(wrt))
         if start not in d.vertices or root_key is None:
             raise MinigradError(f"PathStepper: '{getattr(wrt, 'name', wrt)}' is not an input of this graph")
