@@ -454,11 +454,8 @@ class _Union:
         kmap = {}
         for k, v in d.vertices.items():
             K = kmap[k] = key(_stable(obj[k]))
-            old = self.d.vertices.get(K)
-            new = dict(v, cluster=cmap.get(v.get('cluster')))
-            if new['cluster'] is None and old is not None:
-                new['cluster'] = old['cluster']      # a value that is fused later stays inside its kernel's box
-            self.d.vertices[K] = new
+            old = self.d.vertices.get(K, {})         # a value that is fused later stays inside its kernel's box
+            self.d.vertices[K] = dict(v, cluster=cmap.get(v.get('cluster')) or old.get('cluster'))
         for c, K in cmap.items():
             info = d.clusters[c]
             self.d.clusters[K] = dict(info, parent=cmap.get(info.get('parent')))
@@ -467,10 +464,10 @@ class _Union:
             if a not in kmap or b not in kmap:
                 continue
             ident = (kmap[a], kmap[b], style)
-            count[ident] = count.get(ident, -1) + 1
+            count[ident] = count.get(ident, -1) + 1              # the n-th parallel edge keeps its number
             if ident + (count[ident],) not in self.edge_ids:
                 self.edge_ids[ident + (count[ident],)] = len(self.d.edges)
-                self.d.edges.append((kmap[a], kmap[b], style, label))
+                self.d.edges.append((*ident, label))
             edges.add(self.edge_ids[ident + (count[ident],)])
         return set(kmap.values()), edges, set(cmap.values())
 
@@ -589,7 +586,7 @@ class PathStepper(_Player):
                                 f'{" × ".join(f"{v:.4g}" for v in factors)} = {prod:.4g}. Running sum: {total:.4g}.',
                                 set(keys) | set(edges), dim=everything - set(keys), target=root_key,
                                 contribution=prod))
-        on_paths = set().union(*(set(k) | set(e) for k, e, _ in paths)) if paths else set()
+        on_paths = set().union(*(set(k) | set(e) for k, e, _ in paths))
         frames.append(Frame('sum', f'Sum over the {len(paths)} paths: {" + ".join(products) or "0"} = {total:.4g} '
                             f'= ∂{y}/∂{x}, the number backward() puts in {x}.grad.', on_paths,
                             dim=everything - {k for k in on_paths if isinstance(k, str)}, contribution=total))
@@ -637,8 +634,7 @@ class LoopStepper(_Player):
         node = getattr(result, 'node', None)
         if node is None or node.prim is not WHILE:
             raise MinigradError('LoopStepper: pass an output of mg.while_loop (e.g. the first loop variable)')
-        graph, p = result.graph, node.params
-        cg, bg = p['cond_graph'], p['body_graph']
+        graph, cg, bg = result.graph, node.params['cond_graph'], node.params['body_graph']
         n, nc = len(bg.inputs), len(cg.captures)
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
         args = evaluate(graph, list(node.inputs), feeds)
@@ -676,10 +672,8 @@ class LoopStepper(_Player):
         return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(self._names, vals))
 
     def _values_at(self, vals, upto, extra=None):
-        out = {k: v for k, v in zip(self._lv, vals)}
-        out.update((s, self._slot_text[s]) for s in self._slots[:upto])
-        out.update(extra or {})
-        return out
+        slots = {s: self._slot_text[s] for s in self._slots[:upto]}
+        return {**dict(zip(self._lv, vals)), **slots, **(extra or {})}
 
     def _draw_forward(self, cg, bg, depth):
         """The loop variables, cond, body and a stack of `depth` slots; returns them and the push edges."""
@@ -729,9 +723,7 @@ class LoopStepper(_Player):
         cts, acc = bw['cts'], None
 
         def grads_at(cts, acc):
-            out = {k: c for k, c in zip(ct, cts)}
-            out.update((k, a) for k, a in zip(inv, acc or [0.0] * len(inv)))
-            return out
+            return {**dict(zip(ct, cts)), **dict(zip(inv, acc or [0.0] * len(inv)))}
         gname = ', '.join(f'grad {names[i]} = {preview(c)}' for i, c in zip(fl, cts))
         frames.append(Frame('backward', f'Backward: the gradient arriving at the loop\'s result: {gname}.',
                             set(ct), self._values_at(states[-1], len(stack), grads_at(cts, acc)),
@@ -777,27 +769,23 @@ class TraceStepper(_Player):
         g, fetch = found
         d, _ = from_graph(g, fetch)
         nodes = needed_nodes(g, fetch) if fetch else list(g.nodes)
-        everything, shown, frames = set(d.vertices), set(), []
+        everything, frames = set(d.vertices), []
         inputs = [m for m in nodes if m.prim is PLACEHOLDER]
 
         def reveal(m):
             ok = d._keys.get(id(m))
-            keys = {ok} if ok in d.vertices else set()
-            keys |= {d._keys[id(o)] for o in m.outputs if d._keys.get(id(o)) in d.vertices}
+            keys = {d._keys.get(id(x)) for x in (m, *m.outputs)} & set(d.vertices)
             inner = {c for c in d.clusters if ok is not None and (c == ok or c.startswith(ok + '_'))}
             keys |= {k for k, v in d.vertices.items() if v.get('cluster') in inner}
             return keys
 
-        first = set().union(*(reveal(m) for m in inputs)) if inputs else set()
-        shown |= first
+        first = set().union(*(reveal(m) for m in inputs))
+        shown = set(first)
         desc = ', '.join(f'{o.name} ({_shape(o)})' for m in inputs for o in m.outputs)
         frames.append(Frame('trace', f'The tracer makes one placeholder per example input: {desc or "none"}; then it '
                             f'calls the function with them. Each op on a Symbol adds a node instead of computing.',
                             first, hidden=everything - shown))
-        count = len(inputs)
-        for m in nodes:
-            if m.prim is PLACEHOLDER:
-                continue
+        for count, m in enumerate((n for n in nodes if n.prim is not PLACEHOLDER), len(inputs) + 1):
             new = reveal(m) - shown
             shown |= new
             out = ', '.join(f'{o.name} ({_shape(o)})' for o in m.outputs)
@@ -807,7 +795,6 @@ class TraceStepper(_Player):
                 ins = ', '.join(i.name for i in m.inputs)
                 cap = (f'The function applies {m.op} to {ins}: on Symbols nothing is computed; the tracer appends '
                        f'the node {out}.')
-            count += 1
             frames.append(Frame('trace', f'{cap} Nodes so far: {count}.', new, hidden=everything - shown))
         result = ', '.join(s.name for s in (fetch or g.outputs or nodes[-1].outputs))
         frames.append(Frame('trace', f'The function returned {result}: the graph is complete. It can be run, '
@@ -841,9 +828,7 @@ def memory_timeline(program, ax=None):
     n = max(len(schedule), 1 + max((e for _, e in live.values() if e is not None), default=0))
     rows = {b: j for j, b in enumerate(dict.fromkeys(assign.values()))}
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * n + 2), 0.45 * len(rows) + 1.6))
-    else:
-        fig = ax.figure
+        ax = plt.subplots(figsize=(max(6.0, 1.1 * n + 2), 0.45 * len(rows) + 1.6))[1]
     cmap = matplotlib.colormaps['tab20']
     for name, b in assign.items():
         start, end = live.get(name, (-1, None))
@@ -859,5 +844,5 @@ def memory_timeline(program, ax=None):
                  f'{getattr(mem, "peak_bytes", "?")} bytes (naive: {getattr(mem, "naive_num_buffers", "?")} '
                  f'buffers, {getattr(mem, "naive_peak_bytes", "?")} bytes)', fontsize=10)
     ax.invert_yaxis()
-    fig.tight_layout()
-    return fig
+    ax.figure.tight_layout()
+    return ax.figure
