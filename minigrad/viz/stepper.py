@@ -189,14 +189,10 @@ class Layout:
             g.set('visibility', 'hidden')
             return
         if n in f.highlight or (a, b) in f.highlight:
+            _outline([c for c in g if c.tag in _SHAPES], HL, '2.5')       # the line, and the arrowhead ...
             for c in g:
-                if c.tag in _SHAPES:
-                    c.set('stroke', HL)
-                    c.set('stroke-width', '2.5')
-                    if c.get('fill') not in (None, 'none'):
-                        c.set('fill', HL)
-                elif c.tag == _TEXT:
-                    c.set('fill', HL)
+                if c.tag == _TEXT or c.tag in _SHAPES and c.get('fill') not in (None, 'none'):
+                    c.set('fill', HL)                                       # ... filled, and the label
             g.set('class', 'edge mg-highlight-edge')
         elif n in f.ghost_edges or {a, b} & (f.ghost | f.dim):
             g.set('opacity', '0.3')
@@ -214,16 +210,13 @@ class _Player(_Base):
         self.play = W.Play(value=0, min=0, max=n, interval=900, description='Play')
         self.slider = W.IntSlider(value=0, min=0, max=n, description='step', continuous_update=True)
         W.jslink((self.play, 'value'), (self.slider, 'value'))
-        self.prev_button = W.Button(description='◀ Prev', layout=W.Layout(width='90px'))
-        self.next_button = W.Button(description='Next ▶', layout=W.Layout(width='90px'))
-        self.prev_button.add_class('mg-prev'), self.next_button.add_class('mg-next')
+        self.prev_button = W.Button(description='◀ Prev', layout=W.Layout(width='90px')).add_class('mg-prev')
+        self.next_button = W.Button(description='Next ▶', layout=W.Layout(width='90px')).add_class('mg-next')
         self.prev_button.on_click(lambda _: self.prev())
         self.next_button.on_click(lambda _: self.next())
-        self.caption = W.HTML()
-        self.caption.add_class('mg-caption')
+        self.caption = W.HTML().add_class('mg-caption')           # add_class returns the widget
         # the drawing may shrink (min_width 0) so that it fits beside the table instead of scrolling sideways
-        self.image = W.HTML(layout=W.Layout(flex='1 1 auto', min_width='0'))
-        self.image.add_class('mg-svg')
+        self.image = W.HTML(layout=W.Layout(flex='1 1 auto', min_width='0')).add_class('mg-svg')
         self.table = W.HTML(layout=W.Layout(flex='0 0 auto', min_width='220px', overflow='auto'))
         self.slider.observe(lambda ch: self._show(ch['new']), names='value')
         body = W.HBox([self.image, self.table] if table else [self.image], layout=W.Layout(width='100%'))
@@ -314,7 +307,7 @@ class Stepper(_Player):
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
-        g = obj if isinstance(obj, Graph) else obj.graph if isinstance(obj, Symbol) else getattr(obj, 'graph', None)
+        g = obj if isinstance(obj, Graph) else getattr(obj, 'graph', None)       # a Symbol's too
         if not isinstance(g, Graph):
             raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
                              f'a Symbol, a traced function or a Program')
@@ -489,18 +482,17 @@ class PassStepper(_Player):
         union = _Union()
         shown = [union.add(from_graph(g)[0]) for _, g in history]
         everything = set(union.d.vertices)
-        frames, prev = [], None
+        frames, old = [], None                      # old: the previous snapshot's nodes
         for i, (name, g) in enumerate(history):
             cur = {_sig(n): n for n in g.nodes}
-            old = {} if prev is None else {_sig(n): n for n in prev.nodes}
-            added = [n for s, n in cur.items() if prev is not None and s not in old]
-            removed = [n for s, n in old.items() if s not in cur]
+            added = [n for s, n in cur.items() if old is not None and s not in old]
+            removed = [n for s, n in (old or {}).items() if s not in cur]
             fused = [n for n in added if n.prim.kind == 'compiler' and n.prim.decompose is not None]
             ch = dict(added=len(added), removed=len(removed), fused=len(fused), nodes=len(g.nodes))
-            cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if prev is None else
+            cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if i == 0 else
                    f"Pass {i} of {len(history) - 1}, '{name}': removed {len(removed)} node(s), added "
                    f'{len(added)}, fused {len(fused)}; {len(g.nodes)} nodes now.')
-            declined = program.stats.get('declined', {}).get(name, []) if prev is not None else []
+            declined = program.stats.get('declined', {}).get(name, []) if i else []
             if declined:                             # what the pass chose not to do, and why
                 cap += ' Declined: ' + '; '.join(declined[:3]) + (f' (+{len(declined) - 3} more)'
                                                                    if len(declined) > 3 else '') + '.'
@@ -515,7 +507,7 @@ class PassStepper(_Player):
                       title='the graph as built' if i == 0 else f'after {name}')
             f.added, f.removed = added, removed
             frames.append(f)
-            prev = g
+            old = cur
         self.program = program
         self._setup(frames, Layout(union.d, frames, max_nodes=max_nodes))
 
@@ -601,8 +593,7 @@ def _local_derivatives(d, steps):
         into.setdefault(b, []).append(n)
     with no_grad():
         for s in steps:
-            vals = [v for v in (*s.in_vals, *s.out_vals) if v is not None]
-            if any(np.size(v) != 1 for v in vals):
+            if any(np.size(v) != 1 for v in (*s.in_vals, *s.out_vals) if v is not None):
                 raise MinigradError('PathStepper: every value must be a scalar (a local derivative of a '
                                     'tensor op is a whole Jacobian); use Stepper for tensors')
             ins = [np.array(v, dtype=float) if v is not None else None for v in s.in_vals]
