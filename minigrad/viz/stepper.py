@@ -450,8 +450,7 @@ class _Union:
             old = self.d.vertices.get(K, {})         # a value that is fused later stays inside its kernel's box
             self.d.vertices[K] = dict(v, cluster=cmap.get(v.get('cluster')) or old.get('cluster'))
         for c, K in cmap.items():
-            info = d.clusters[c]
-            self.d.clusters[K] = dict(info, parent=cmap.get(info.get('parent')))
+            self.d.clusters[K] = dict(d.clusters[c], parent=cmap.get(d.clusters[c].get('parent')))
         edges, count = set(), {}
         for a, b, style, label in d.edges:
             if a not in kmap or b not in kmap:
@@ -673,18 +672,12 @@ class LoopStepper(_Player):
         ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.prim not in (PLACEHOLDER, CONSTANT)))
         d.op('cond', 'cond', detail=ops(cg))
         d.op('body', 'body', detail=ops(bg))
-        for k in lv:
-            d.edge(k, 'cond')
-            d.edge(k, 'body')
-        for k in lv:
-            d.edge('body', k, 'back')
+        _edges(d, [(k, op) for k in lv for op in ('cond', 'body')])
+        _edges(d, [('body', k) for k in lv], 'back')
         d.clusters['stack'] = dict(label='stack (newest on top)', color='#c07000')
         slots = [d.data(f'slot{k}', f'stack[{k}]', None, None, role='value', cluster='stack') for k in range(depth)]
-        for k in range(depth - 1):
-            d.edge(slots[k + 1], slots[k], 'invis')      # newest on top
-        push = [len(d.edges) + k for k in range(depth)]
-        for k in slots:
-            d.edge('body', k, 'flow', 'push')
+        _edges(d, zip(slots[1:], slots), 'invis')      # newest on top
+        push = _edges(d, [('body', k) for k in slots], 'flow', 'push')
         return d, lv, slots, push
 
     def _draw_backward(self, d, graph, wg, bg, feeds, fl, slots) -> dict:
@@ -696,15 +689,10 @@ class LoopStepper(_Player):
         ct = [d.data(f'ct{i}', f'grad {names[i]}', bg.inputs[i].shape, bg.inputs[i].dtype, role='grad') for i in fl]
         cap_names = [outer.name for outer, _ in gg.captures]
         inv = [d.data(f'cg{j}', f'grad {cap_names[j]}', None, None, role='grad') for j in range(len(gg.outputs) - n_ct)]
-        for k in ct:
-            d.edge(k, 'vjp', 'bwd')
-        for k in ct:
-            d.edge('vjp', k, 'back')
-        for k in inv:
-            d.edge('vjp', k, 'bwd')
-        pop = [len(d.edges) + k for k in range(len(slots))]
-        for k in slots:
-            d.edge(k, 'vjp', 'bwd', 'pop')
+        _edges(d, [(k, 'vjp') for k in ct], 'bwd')
+        _edges(d, [('vjp', k) for k in ct], 'back')
+        _edges(d, [('vjp', k) for k in inv], 'bwd')
+        pop = _edges(d, [(k, 'vjp') for k in slots], 'bwd', 'pop')
         return dict(gg=gg, n_ct=n_ct, cts=list(vals[:n_ct]), caps=vals[n_ct:], ct=ct, inv=inv, pop=pop,
                     keys={'vjp', *ct, *inv})
 
@@ -733,6 +721,14 @@ class LoopStepper(_Player):
                             set(ct) | set(inv), self._values_at(states[-1], 0, grads_at(cts, acc)),
                             hidden=set(slots), shown_edges=base))
         return cts, acc
+
+
+def _edges(d: Drawing, ends, style='fwd', label=None) -> list[int]:
+    """Draw an edge for each (a, b) in `ends`; return their edge numbers."""
+    first = len(d.edges)
+    for a, b in ends:
+        d.edge(a, b, style, label)
+    return list(range(first, len(d.edges)))
 
 
 def _run_loop(cg, bg, state, ccap, bcap, max_iterations):
