@@ -629,17 +629,16 @@ class LoopStepper(_Player):
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
         args = evaluate(graph, list(node.inputs), feeds)
         stack, states = _run_loop(cg, bg, list(args[:n]), args[n:n + nc], args[n + nc:], max_iterations)
+        self.stack, self.states = stack, states
         self._names = list(names or [s.name for s in node.inputs[:n]])
         d, lv, slots, push = self._draw_forward(cg, bg, len(stack))
         # backward: the while_grad node's grad_graph, applied to each popped entry
         wg = next((m for m in graph.nodes if m.prim is WHILE_GRAD and m.inputs[0] is node.outputs[-1]), None)
         fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
-        bw = self._draw_backward(d, graph, wg, bg, feeds, fl, slots) if wg is not None else None
-        pop = bw['pop'] if bw else []
-        base = set(range(len(d.edges))) - set(push) - set(pop)
-        self._slot_text = {s: self._state_text(v) for s, v in zip(slots, stack)}
+        bw = self._draw_backward(d, graph, wg, bg, feeds, fl, slots) if wg is not None else dict(pop=[], keys=set())
+        base = set(range(len(d.edges))) - set(push) - set(bw['pop'])
         self._lv, self._slots = lv, slots
-        hidden_all = set(slots) | (bw['keys'] if bw else set())
+        hidden_all = set(slots) | bw['keys']
         frames = [Frame('start', f'Before the loop: {self._state_text(states[0])}. The stack is empty.', set(lv),
                         self._values_at(states[0], 0), hidden=hidden_all, shown_edges=base)]
         for k in range(len(stack)):
@@ -652,17 +651,16 @@ class LoopStepper(_Player):
                             f'{len(stack)} iterations. The stack keeps every iteration\'s inputs for the backward '
                             f'pass.', {'cond', *lv}, self._values_at(states[-1], len(stack)),
                             hidden=hidden_all - set(slots), shown_edges=base))
-        cts, acc = (self._backward_frames(frames, bw, stack, states, fl, base) if bw else (None, None))
-        self.stack, self.states = stack, states
-        self.grads = cts                  # w.r.t. the initial float loop variables
-        self.invariant_grads = acc        # w.r.t. float values the body reads
+        # grads: w.r.t. the initial float loop variables; invariant_grads: w.r.t. float values the body reads
+        self.grads, self.invariant_grads = (self._backward_frames(frames, bw, stack, states, fl, base)
+                                            if wg is not None else (None, None))
         self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
 
     def _state_text(self, vals):
         return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(self._names, vals))
 
     def _values_at(self, vals, upto, extra=None):
-        slots = {s: self._slot_text[s] for s in self._slots[:upto]}
+        slots = {s: self._state_text(v) for s, v in zip(self._slots[:upto], self.stack)}   # what each holds
         return {**dict(zip(self._lv, vals)), **slots, **(extra or {})}
 
     def _draw_forward(self, cg, bg, depth):
@@ -763,8 +761,7 @@ class TraceStepper(_Player):
             ok = d._keys.get(id(m))
             keys = {d._keys.get(id(x)) for x in (m, *m.outputs)} & set(d.vertices)
             inner = {c for c in d.clusters if ok is not None and (c == ok or c.startswith(ok + '_'))}
-            keys |= {k for k, v in d.vertices.items() if v.get('cluster') in inner}
-            return keys
+            return keys | {k for k, v in d.vertices.items() if v.get('cluster') in inner}
 
         first = set().union(*(reveal(m) for m in inputs))
         shown = set(first)
