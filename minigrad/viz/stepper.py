@@ -75,9 +75,14 @@ class Frame:
 
 
 # ------------------------------------------------------------------ one layout, restyled per frame
-def _widest(best, k, text):
-    if text and len(text) > len(best.get(k, '')):
-        best[k] = text
+def _widest(dicts) -> dict:
+    """key -> the widest preview of its value in any of `dicts` (the room its label row needs in every frame)."""
+    best = {}
+    for k, v in ((k, v) for d in dicts for k, v in d.items()):
+        text = preview(v)
+        if text and len(text) > len(best.get(k, '')):
+            best[k] = text
+    return best
 
 
 def _center_x(shapes) -> str:
@@ -112,13 +117,8 @@ class Layout:
     def __init__(self, d: Drawing, frames, extra_edges=(), max_nodes=150):
         self.drawing, self.n_base = d, len(d.edges)
         self.edges = list(d.edges) + list(extra_edges)
-        vals, grads = {}, {}
-        for f in frames:
-            for k, v in self._values(f).items():
-                _widest(vals, k, preview(v))
-            for k, g in (f.grads or {}).items():
-                _widest(grads, k, preview(g))
-        dot = to_digraph(d, values=vals, grads=grads, max_nodes=max_nodes, extra_edges=extra_edges,
+        dot = to_digraph(d, values=_widest(map(self._values, frames)), grads=_widest(f.grads or {} for f in frames),
+                         max_nodes=max_nodes, extra_edges=extra_edges,
                          title=max((f.title for f in frames if f.title), key=len, default=None))
         self.base = render_svg(dot)
         self.vertices = set(re.findall(r'<g id="mg-([^"]+)" class="node"', self.base))
@@ -329,14 +329,13 @@ class Stepper(_Player):
         return d, steps, d._keys[id(root)] if ok else None
 
     def _table(self, f) -> str:
-        rows = []
+        grads, rows = f.grads or {}, []
         for k, v in self._drawing.vertices.items():
-            if v['kind'] != 'data' or (k not in f.values and k not in (f.grads or {})):
-                continue
-            style = ' style="background:#ffe8c8"' if k in f.highlight else ''
-            g = (f.grads or {}).get(k)
-            rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
-                        f'<td style="color:#c03030">{esc(preview(g)) if g is not None else ""}</td></tr>')
+            if v['kind'] == 'data' and (k in f.values or k in grads):
+                style = ' style="background:#ffe8c8"' if k in f.highlight else ''
+                g = '' if grads.get(k) is None else esc(preview(grads[k]))
+                rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
+                            f'<td style="color:#c03030">{g}</td></tr>')
         return ('<table class="mg-table" style="font-size:12px;font-family:monospace"><tr><th>name</th>'
                 '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
 
@@ -385,8 +384,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
             gs = [grads.get(k) for k in s.outs]
             if all(g is None for g in gs) or s.prim.vjp is None:
                 continue
-            g = tuple(gs) if s.prim.multiple_results else gs[0]
-            out = tuple(s.out_vals) if s.prim.multiple_results else s.out_vals[0]
+            g, out = (tuple(gs), tuple(s.out_vals)) if s.prim.multiple_results else (gs[0], s.out_vals[0])
             ins = [np.array(v) if isinstance(v, np.ndarray) else v for v in s.in_vals]   # copies: never touch user data
             try:
                 contrib = s.prim.vjp(tuple(s.needs), g, out, *ins, **s.params)
