@@ -798,7 +798,6 @@ def memory_timeline(program, ax=None):
     >>> fig = mg.viz.memory_timeline(mg.compile([y], [x]))    # doctest: +SKIP
     """
     try:
-        import matplotlib
         import matplotlib.pyplot as plt
     except ImportError:
         raise MinigradError('memory_timeline needs matplotlib: pip install matplotlib') from None
@@ -811,7 +810,7 @@ def memory_timeline(program, ax=None):
     rows = {b: j for j, b in enumerate(dict.fromkeys(assign.values()))}
     if ax is None:
         ax = plt.subplots(figsize=(max(6.0, 1.1 * n + 2), 0.45 * len(rows) + 1.6))[1]
-    cmap = matplotlib.colormaps['tab20']
+    cmap = plt.colormaps['tab20']
     for name, b in assign.items():
         start, end = live.get(name, (-1, None))
         end = n - 1 if end is None else end                    # outputs live to the end
