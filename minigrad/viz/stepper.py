@@ -307,7 +307,7 @@ class Stepper(_Player):
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
-        g = obj if isinstance(obj, Graph) else getattr(obj, 'graph', None)       # a Symbol's too
+        g = obj if isinstance(obj, Graph) else getattr(obj, 'graph', None)   # Symbol, traced fn, Program
         if not isinstance(g, Graph):
             raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
                              f'a Symbol, a traced function or a Program')
