@@ -296,9 +296,7 @@ class Stepper(_Player):
     """
 
     def __init__(self, obj, feed_dict=None, fetch=None, root=None, max_nodes=150):
-        if isinstance(obj, Tape) and not obj.entries:
-            raise MinigradError('Stepper: the tape is empty; run some ops inside `with mg.Tape() as tape:`')
-        d, steps, root_key = _from_tape_or_tensor(obj, root) or self._from_graph(obj, feed_dict, fetch)
+        d, steps, root_key = _from_tape_or_tensor(obj, root, 'Stepper') or self._from_graph(obj, feed_dict, fetch)
         values = {k: v['value'] for k, v in d.vertices.items() if v['kind'] == 'data' and v['value'] is not None
                   and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
         frames = _frames(d, steps, values, root_key)
@@ -340,12 +338,14 @@ class Stepper(_Player):
                 '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
 
 
-def _from_tape_or_tensor(obj, root=None):
+def _from_tape_or_tensor(obj, root, who):
     """(drawing, steps, root key) of a tape or of a Tensor's graph; None for anything else."""
     if isinstance(obj, Tensor):
         d, steps = from_tensor(obj, need_values=True)
         return d, steps, steps[-1].outs[0] if steps else None
     if isinstance(obj, Tape):
+        if not obj.entries:
+            raise MinigradError(f'{who}: the tape is empty; run some ops inside `with mg.Tape() as tape:`')
         d, steps = from_tape(obj, root)
         return d, steps, d._keys[id(root if root is not None else obj.entries[-1].output)]
     return None
@@ -540,8 +540,8 @@ class PathStepper(_Player):
 
     def __init__(self, obj, wrt, root=None, max_paths=64, max_nodes=150):
         if not isinstance(obj, (Tape, Tensor)):
-            raise TypeError(f'PathStepper: expected a Tape or a Tensor, got {type(obj).__name__}')
-        d, steps, root_key = _from_tape_or_tensor(obj, root)
+            raise InputError(f'PathStepper: expected a Tape or a Tensor, got {type(obj).__name__}')
+        d, steps, root_key = _from_tape_or_tensor(obj, root, 'PathStepper')
         start = d._keys.get(id(wrt))
         if start not in d.vertices or root_key is None:
             raise MinigradError(f"PathStepper: '{getattr(wrt, 'name', wrt)}' is not an input of this graph")
