@@ -26,7 +26,7 @@ from ..graph import PLACEHOLDER, VARIABLE, CONSTANT, Graph, Node, Symbol
 from ..interpreter import evaluate, needed_nodes, run_graph
 from ..tensor import Tape, Tensor, no_grad
 from ..control import WHILE, WHILE_GRAD
-from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
+from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, preview, render_svg,
                    svg_html, to_digraph, _as_graph, _shape_str)
 
 try:
