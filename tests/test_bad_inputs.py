@@ -229,6 +229,10 @@ for v in (42, 'graph', None, np.ones(3)):
     case('viz', f'Stepper({type(v).__name__})', (MinigradError, ''))(lambda v=v: mg.viz.Stepper(v))
 case('viz', "draw(color_by='x')", (ValueError, 'color_by'))(lambda: mg.draw(mg.tensor([1.0]) * 2, color_by='x'))
 case('viz', 'Stepper of an empty tape', (MinigradError, 'empty'))(lambda: mg.viz.Stepper(mg.Tape()))
+case('viz', 'PathStepper of an empty tape', (MinigradError, 'PathStepper: the tape is empty'))(
+    lambda: mg.viz.PathStepper(mg.Tape(), mg.tensor(1.0)))
+case('viz', 'PathStepper of a number', (InputError, 'expected a Tape or a Tensor'))(
+    lambda: mg.viz.PathStepper(42, mg.tensor(1.0)))
 
 # ------------------------------------------------------------------ compile, jit, trace
 def _prog(backend='numpy'):

@@ -26,7 +26,7 @@ from ..graph import PLACEHOLDER, VARIABLE, CONSTANT, Graph, Node, Symbol
 from ..interpreter import evaluate, needed_nodes, run_graph
 from ..tensor import Tape, Tensor, no_grad
 from ..control import WHILE, WHILE_GRAD
-from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, is_fused, preview, render_svg,
+from .draw import (BWD, HL, Drawing, esc, from_graph, from_tape, from_tensor, preview, render_svg,
                    svg_html, to_digraph, _as_graph, _shape_str)
 
 try:
@@ -75,19 +75,21 @@ class Frame:
 
 
 # ------------------------------------------------------------------ one layout, restyled per frame
-def _widest(best, k, text):
-    if text and len(text) > len(best.get(k, '')):
-        best[k] = text
+def _widest(dicts) -> dict:
+    """key -> the widest preview of its value in any of `dicts` (the room its label row needs in every frame)."""
+    best = {}
+    for k, v in ((k, v) for d in dicts for k, v in d.items()):
+        text = preview(v)
+        if text and len(text) > len(best.get(k, '')):
+            best[k] = text
+    return best
 
 
 def _center_x(shapes) -> str:
     xs = []
-    for s in shapes:
-        if s.get('cx') is not None:
-            xs.append(float(s.get('cx')))
-        else:
-            nums = [float(v) for v in re.findall(r'-?\d+(?:\.\d+)?', s.get('d') or s.get('points') or '')]
-            xs += nums[0::2]
+    for s in shapes:                       # an ellipse's cx, or every other number of a path or polygon
+        nums = [float(v) for v in re.findall(r'-?\d+(?:\.\d+)?', s.get('cx') or s.get('d') or s.get('points') or '')]
+        xs += nums[0::2]
     return f'{(min(xs) + max(xs)) / 2:.2f}' if xs else '0'
 
 
@@ -115,15 +117,9 @@ class Layout:
     def __init__(self, d: Drawing, frames, extra_edges=(), max_nodes=150):
         self.drawing, self.n_base = d, len(d.edges)
         self.edges = list(d.edges) + list(extra_edges)
-        vals, grads = {}, {}
-        for f in frames:
-            for k, v in self._values(f).items():
-                _widest(vals, k, preview(v))
-            for k, g in (f.grads or {}).items():
-                _widest(grads, k, preview(g))
-        titles = [f.title for f in frames if f.title]
-        dot = to_digraph(d, values=vals, grads=grads, max_nodes=max_nodes, extra_edges=extra_edges,
-                         title=max(titles, key=len) if titles else None)
+        dot = to_digraph(d, values=_widest(map(self._values, frames)), grads=_widest(f.grads or {} for f in frames),
+                         max_nodes=max_nodes, extra_edges=extra_edges,
+                         title=max((f.title for f in frames if f.title), key=len, default=None))
         self.base = render_svg(dot)
         self.vertices = set(re.findall(r'<g id="mg-([^"]+)" class="node"', self.base))
 
@@ -138,20 +134,17 @@ class Layout:
         values = self._values(f)
         for g in root.iter(_G):
             gid, cls = g.get('id', ''), g.get('class', '')
-            if cls == 'graph':
-                if f.title:
-                    shapes = [c for c in g if c.tag in _SHAPES]
-                    for t in (c for c in g if c.tag == _TEXT):
-                        _set_text(t, f.title, _center_x(shapes[:1]))
+            if cls == 'graph' and f.title:
+                for t in (c for c in g if c.tag == _TEXT):
+                    _set_text(t, f.title, _center_x([c for c in g if c.tag in _SHAPES][:1]))
             elif gid.startswith('mg-') and cls == 'node':
                 self._node(g, gid[3:], f, values)
             elif gid.startswith('mg-e') and cls == 'edge':
                 self._edge(g, int(gid[4:]), f)
             elif gid.startswith('mg-') and cls == 'cluster':
-                key = gid[3:]
-                if f.clusters is not None and key not in f.clusters:
+                if f.clusters is not None and gid[3:] not in f.clusters:
                     g.set('visibility', 'hidden')
-                elif key in f.highlight:
+                elif gid[3:] in f.highlight:
                     _outline([c for c in g if c.tag in _SHAPES], HL, '2.5')
                     g.set('class', 'cluster mg-highlight-cluster')
         return ET.tostring(root, encoding='unicode')
@@ -166,19 +159,16 @@ class Layout:
             return
         shapes = [c for c in g if c.tag in _SHAPES]
         if v['kind'] == 'data':
-            value = values.get(key, v['value'] if v['role'] == 'constant' else None)
-            grad = (f.grads or {}).get(key)
-            cx = _center_x(shapes)
-            for t in g:
-                if t.tag != _TEXT or not t.get('font-family', '').startswith('Courier'):
-                    continue                       # only the value row and the (red) grad row change
-                is_grad = t.get('fill') == BWD
-                shown = grad if is_grad else value
-                if shown is None:
-                    t.text = ''                    # not known yet in this frame
-                    t.set('visibility', 'hidden')
-                else:
-                    _set_text(t, ('grad ' if is_grad else '') + preview(shown), cx)
+            rows = {False: ('', values.get(key, v['value'] if v['role'] == 'constant' else None)),
+                    True: ('grad ', (f.grads or {}).get(key))}         # the (red) grad row is drawn in BWD
+            for t in g:                            # only the value row and the grad row change
+                if t.tag == _TEXT and t.get('font-family', '').startswith('Courier'):
+                    prefix, shown = rows[t.get('fill') == BWD]
+                    if shown is None:
+                        t.text = ''                # not known yet in this frame
+                        t.set('visibility', 'hidden')
+                    else:
+                        _set_text(t, prefix + preview(shown), _center_x(shapes))
         if key in f.highlight:
             _outline(shapes, HL, '3')
             g.set('class', 'node mg-highlight')
@@ -193,22 +183,16 @@ class Layout:
 
     def _edge(self, g, n, f):
         a, b = self.edges[n][:2]
-        if n >= self.n_base:
-            shown = n - self.n_base < len(f.edges)
-        else:
-            shown = f.shown_edges is None or n in f.shown_edges
+        # an extra (gradient-flow) edge is shown once its frame has added it; a drawing's edge as the frame says
+        shown = n - self.n_base < len(f.edges) if n >= self.n_base else f.shown_edges is None or n in f.shown_edges
         if not shown or a in f.hidden or b in f.hidden:
             g.set('visibility', 'hidden')
             return
         if n in f.highlight or (a, b) in f.highlight:
+            _outline([c for c in g if c.tag in _SHAPES], HL, '2.5')       # the line, and the arrowhead ...
             for c in g:
-                if c.tag in _SHAPES:
-                    c.set('stroke', HL)
-                    c.set('stroke-width', '2.5')
-                    if c.get('fill') not in (None, 'none'):
-                        c.set('fill', HL)
-                elif c.tag == _TEXT:
-                    c.set('fill', HL)
+                if c.tag == _TEXT or c.tag in _SHAPES and c.get('fill') not in (None, 'none'):
+                    c.set('fill', HL)                                       # ... filled, and the label
             g.set('class', 'edge mg-highlight-edge')
         elif n in f.ghost_edges or {a, b} & (f.ghost | f.dim):
             g.set('opacity', '0.3')
@@ -226,16 +210,13 @@ class _Player(_Base):
         self.play = W.Play(value=0, min=0, max=n, interval=900, description='Play')
         self.slider = W.IntSlider(value=0, min=0, max=n, description='step', continuous_update=True)
         W.jslink((self.play, 'value'), (self.slider, 'value'))
-        self.prev_button = W.Button(description='◀ Prev', layout=W.Layout(width='90px'))
-        self.next_button = W.Button(description='Next ▶', layout=W.Layout(width='90px'))
-        self.prev_button.add_class('mg-prev'), self.next_button.add_class('mg-next')
+        self.prev_button = W.Button(description='◀ Prev', layout=W.Layout(width='90px')).add_class('mg-prev')
+        self.next_button = W.Button(description='Next ▶', layout=W.Layout(width='90px')).add_class('mg-next')
         self.prev_button.on_click(lambda _: self.prev())
         self.next_button.on_click(lambda _: self.next())
-        self.caption = W.HTML()
-        self.caption.add_class('mg-caption')
+        self.caption = W.HTML().add_class('mg-caption')           # add_class returns the widget
         # the drawing may shrink (min_width 0) so that it fits beside the table instead of scrolling sideways
-        self.image = W.HTML(layout=W.Layout(flex='1 1 auto', min_width='0'))
-        self.image.add_class('mg-svg')
+        self.image = W.HTML(layout=W.Layout(flex='1 1 auto', min_width='0')).add_class('mg-svg')
         self.table = W.HTML(layout=W.Layout(flex='0 0 auto', min_width='220px', overflow='auto'))
         self.slider.observe(lambda ch: self._show(ch['new']), names='value')
         body = W.HBox([self.image, self.table] if table else [self.image], layout=W.Layout(width='100%'))
@@ -315,16 +296,7 @@ class Stepper(_Player):
     """
 
     def __init__(self, obj, feed_dict=None, fetch=None, root=None, max_nodes=150):
-        if isinstance(obj, Tensor):
-            d, steps = from_tensor(obj, need_values=True)
-            root_key = steps[-1].outs[0] if steps else None
-        elif isinstance(obj, Tape):
-            if not obj.entries:
-                raise MinigradError('Stepper: the tape is empty; run some ops inside `with mg.Tape() as tape:`')
-            d, steps = from_tape(obj, root)
-            root_key = d._keys[id(root if root is not None else obj.entries[-1].output)]
-        else:
-            d, steps, root_key = self._from_graph(obj, feed_dict, fetch)
+        d, steps, root_key = _from_tape_or_tensor(obj, root, 'Stepper') or self._from_graph(obj, feed_dict, fetch)
         values = {k: v['value'] for k, v in d.vertices.items() if v['kind'] == 'data' and v['value'] is not None
                   and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
         frames = _frames(d, steps, values, root_key)
@@ -333,13 +305,12 @@ class Stepper(_Player):
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
-        g = obj if isinstance(obj, Graph) else obj.graph if isinstance(obj, Symbol) else getattr(obj, 'graph', None)
+        g = obj if isinstance(obj, Graph) else getattr(obj, 'graph', None)   # Symbol, traced fn, Program
         if not isinstance(g, Graph):
             raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
                              f'a Symbol, a traced function or a Program')
         fetch = fetch if fetch is not None else obj if isinstance(obj, Symbol) else (g.outputs or None)
-        fetch = [fetch] if isinstance(fetch, Symbol) else list(fetch) if fetch else \
-            [o for o in g.nodes[-1].outputs]
+        fetch = [fetch] if isinstance(fetch, Symbol) else list(fetch) if fetch else list(g.nodes[-1].outputs)
         d, steps = from_graph(g, fetch)
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
         nodes = needed_nodes(g, fetch)
@@ -351,22 +322,33 @@ class Stepper(_Player):
         for n in nodes:
             if n.prim in (PLACEHOLDER, VARIABLE) and id(n.outputs[0]) in d._keys:
                 d.vertices[d._keys[id(n.outputs[0])]]['value'] = env[id(n.outputs[0])]
-        has_bwd = any(s.backward for s in steps)
-        root = fetch[0]
-        ok = len(fetch) == 1 and root.dtype.kind == 'f' and not has_bwd and id(root) in d._keys
+        root = fetch[0]          # a graph holding gradient ops is stepped through forward only
+        ok = len(fetch) == 1 and root.dtype.kind == 'f' and id(root) in d._keys and not any(s.backward for s in steps)
         return d, steps, d._keys[id(root)] if ok else None
 
     def _table(self, f) -> str:
-        rows = []
+        grads, rows = f.grads or {}, []
         for k, v in self._drawing.vertices.items():
-            if v['kind'] != 'data' or (k not in f.values and k not in (f.grads or {})):
-                continue
-            style = ' style="background:#ffe8c8"' if k in f.highlight else ''
-            g = (f.grads or {}).get(k)
-            rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
-                        f'<td style="color:#c03030">{esc(preview(g)) if g is not None else ""}</td></tr>')
+            if v['kind'] == 'data' and (k in f.values or k in grads):
+                style = ' style="background:#ffe8c8"' if k in f.highlight else ''
+                g = '' if grads.get(k) is None else esc(preview(grads[k]))
+                rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
+                            f'<td style="color:#c03030">{g}</td></tr>')
         return ('<table class="mg-table" style="font-size:12px;font-family:monospace"><tr><th>name</th>'
                 '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
+
+
+def _from_tape_or_tensor(obj, root, who):
+    """(drawing, steps, root key) of a tape or of a Tensor's graph; None for anything else."""
+    if isinstance(obj, Tensor):
+        d, steps = from_tensor(obj, need_values=True)
+        return d, steps, steps[-1].outs[0] if steps else None
+    if isinstance(obj, Tape):
+        if not obj.entries:
+            raise MinigradError(f'{who}: the tape is empty; run some ops inside `with mg.Tape() as tape:`')
+        d, steps = from_tape(obj, root)
+        return d, steps, d._keys[id(root if root is not None else obj.entries[-1].output)]
+    return None
 
 
 def _name(d, k):
@@ -376,15 +358,14 @@ def _name(d, k):
 def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
     """Forward frames in step order, then backward frames (one per gradient contribution along an edge)."""
     values = dict(values)
-    names = ', '.join(_name(d, k) for k in values if d.vertices[k]['role'] != 'constant') or 'none'
+    inputs = [k for k in values if d.vertices[k]['role'] != 'constant']
+    names = ', '.join(_name(d, k) for k in inputs) or 'none'
     pending = [{s.key, *s.outs} for s in steps]         # faded until that step has run
-    frames = [Frame('start', f'Before the forward pass: only the inputs have values ({names}).',
-                    {k for k in values if d.vertices[k]['role'] != 'constant'}, dict(values),
-                    dim=set().union(*pending))]
+    frames = [Frame('start', f'Before the forward pass: only the inputs have values ({names}).', inputs,
+                    dict(values), dim=set().union(*pending))]
     n = len(steps)
     for i, s in enumerate(steps, 1):
-        for k, v in zip(s.outs, s.out_vals or ()):
-            values[k] = v
+        values.update(zip(s.outs, s.out_vals or ()))
         ins = ' and '.join(_name(d, k) for k in s.ins if k is not None)
         op = s.prim.name
         res = ', '.join(f'{_name(d, k)} = {preview(v)}' for k, v in zip(s.outs, s.out_vals or ()))
@@ -394,10 +375,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
                             if s.outs else None, dim=set().union(*pending[i:])))
     if root_key is None or not steps:
         return frames
-    root = values[root_key]
-    grads = {root_key: np.ones_like(root)}
-    uses: dict = {}
-    edges = []
+    grads, uses, edges = {root_key: np.ones_like(values[root_key])}, {}, []
     frames.append(Frame('backward', f'Backward pass starts at {_name(d, root_key)}: its gradient with respect to '
                         f'itself is 1.', {root_key}, values, dict(grads), target=root_key,
                         contribution=grads[root_key]))
@@ -406,8 +384,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
             gs = [grads.get(k) for k in s.outs]
             if all(g is None for g in gs) or s.prim.vjp is None:
                 continue
-            g = tuple(gs) if s.prim.multiple_results else gs[0]
-            out = tuple(s.out_vals) if s.prim.multiple_results else s.out_vals[0]
+            g, out = (tuple(gs), tuple(s.out_vals)) if s.prim.multiple_results else (gs[0], s.out_vals[0])
             ins = [np.array(v) if isinstance(v, np.ndarray) else v for v in s.in_vals]   # copies: never touch user data
             try:
                 contrib = s.prim.vjp(tuple(s.needs), g, out, *ins, **s.params)
@@ -468,23 +445,19 @@ class _Union:
         kmap = {}
         for k, v in d.vertices.items():
             K = kmap[k] = key(_stable(obj[k]))
-            old = self.d.vertices.get(K)
-            new = dict(v, cluster=cmap.get(v.get('cluster')))
-            if new['cluster'] is None and old is not None:
-                new['cluster'] = old['cluster']      # a value that is fused later stays inside its kernel's box
-            self.d.vertices[K] = new
+            old = self.d.vertices.get(K, {})         # a value that is fused later stays inside its kernel's box
+            self.d.vertices[K] = dict(v, cluster=cmap.get(v.get('cluster')) or old.get('cluster'))
         for c, K in cmap.items():
-            info = d.clusters[c]
-            self.d.clusters[K] = dict(info, parent=cmap.get(info.get('parent')))
+            self.d.clusters[K] = dict(d.clusters[c], parent=cmap.get(d.clusters[c].get('parent')))
         edges, count = set(), {}
         for a, b, style, label in d.edges:
             if a not in kmap or b not in kmap:
                 continue
             ident = (kmap[a], kmap[b], style)
-            count[ident] = count.get(ident, -1) + 1
+            count[ident] = count.get(ident, -1) + 1              # the n-th parallel edge keeps its number
             if ident + (count[ident],) not in self.edge_ids:
                 self.edge_ids[ident + (count[ident],)] = len(self.d.edges)
-                self.d.edges.append((kmap[a], kmap[b], style, label))
+                self.d.edges.append((*ident, label))
             edges.add(self.edge_ids[ident + (count[ident],)])
         return set(kmap.values()), edges, set(cmap.values())
 
@@ -506,18 +479,17 @@ class PassStepper(_Player):
         union = _Union()
         shown = [union.add(from_graph(g)[0]) for _, g in history]
         everything = set(union.d.vertices)
-        frames, prev = [], None
+        frames, old = [], None                      # old: the previous snapshot's nodes
         for i, (name, g) in enumerate(history):
             cur = {_sig(n): n for n in g.nodes}
-            old = {} if prev is None else {_sig(n): n for n in prev.nodes}
-            added = [n for s, n in cur.items() if prev is not None and s not in old]
-            removed = [n for s, n in old.items() if s not in cur]
+            added = [n for s, n in cur.items() if old is not None and s not in old]
+            removed = [n for s, n in (old or {}).items() if s not in cur]
             fused = [n for n in added if n.prim.kind == 'compiler' and n.prim.decompose is not None]
             ch = dict(added=len(added), removed=len(removed), fused=len(fused), nodes=len(g.nodes))
-            cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if prev is None else
+            cap = (f'The graph before optimisation: {len(g.nodes)} nodes.' if i == 0 else
                    f"Pass {i} of {len(history) - 1}, '{name}': removed {len(removed)} node(s), added "
                    f'{len(added)}, fused {len(fused)}; {len(g.nodes)} nodes now.')
-            declined = program.stats.get('declined', {}).get(name, []) if prev is not None else []
+            declined = program.stats.get('declined', {}).get(name, []) if i else []
             if declined:                             # what the pass chose not to do, and why
                 cap += ' Declined: ' + '; '.join(declined[:3]) + (f' (+{len(declined) - 3} more)'
                                                                    if len(declined) > 3 else '') + '.'
@@ -532,7 +504,7 @@ class PassStepper(_Player):
                       title='the graph as built' if i == 0 else f'after {name}')
             f.added, f.removed = added, removed
             frames.append(f)
-            prev = g
+            old = cur
         self.program = program
         self._setup(frames, Layout(union.d, frames, max_nodes=max_nodes))
 
@@ -567,14 +539,9 @@ class PathStepper(_Player):
     """
 
     def __init__(self, obj, wrt, root=None, max_paths=64, max_nodes=150):
-        if isinstance(obj, Tape):
-            d, steps = from_tape(obj, root)
-            root_key = d._keys[id(root if root is not None else obj.entries[-1].output)]
-        elif isinstance(obj, Tensor):
-            d, steps = from_tensor(obj, need_values=True)
-            root_key = steps[-1].outs[0] if steps else None
-        else:
-            raise TypeError(f'PathStepper: expected a Tape or a Tensor, got {type(obj).__name__}')
+        if not isinstance(obj, (Tape, Tensor)):
+            raise InputError(f'PathStepper: expected a Tape or a Tensor, got {type(obj).__name__}')
+        d, steps, root_key = _from_tape_or_tensor(obj, root, 'PathStepper')
         start = d._keys.get(id(wrt))
         if start not in d.vertices or root_key is None:
             raise MinigradError(f"PathStepper: '{getattr(wrt, 'name', wrt)}' is not an input of this graph")
@@ -608,7 +575,7 @@ class PathStepper(_Player):
                                 f'{" × ".join(f"{v:.4g}" for v in factors)} = {prod:.4g}. Running sum: {total:.4g}.',
                                 set(keys) | set(edges), dim=everything - set(keys), target=root_key,
                                 contribution=prod))
-        on_paths = set().union(*(set(k) | set(e) for k, e, _ in paths)) if paths else set()
+        on_paths = set().union(*(set(k) | set(e) for k, e, _ in paths))
         frames.append(Frame('sum', f'Sum over the {len(paths)} paths: {" + ".join(products) or "0"} = {total:.4g} '
                             f'= ∂{y}/∂{x}, the number backward() puts in {x}.grad.', on_paths,
                             dim=everything - {k for k in on_paths if isinstance(k, str)}, contribution=total))
@@ -623,8 +590,7 @@ def _local_derivatives(d, steps):
         into.setdefault(b, []).append(n)
     with no_grad():
         for s in steps:
-            vals = [v for v in (*s.in_vals, *s.out_vals) if v is not None]
-            if any(np.size(v) != 1 for v in vals):
+            if any(np.size(v) != 1 for v in (*s.in_vals, *s.out_vals) if v is not None):
                 raise MinigradError('PathStepper: every value must be a scalar (a local derivative of a '
                                     'tensor op is a whole Jacobian); use Stepper for tensors')
             ins = [np.array(v, dtype=float) if v is not None else None for v in s.in_vals]
@@ -656,23 +622,21 @@ class LoopStepper(_Player):
         node = getattr(result, 'node', None)
         if node is None or node.prim is not WHILE:
             raise MinigradError('LoopStepper: pass an output of mg.while_loop (e.g. the first loop variable)')
-        graph, p = result.graph, node.params
-        cg, bg = p['cond_graph'], p['body_graph']
+        graph, cg, bg = result.graph, node.params['cond_graph'], node.params['body_graph']
         n, nc = len(bg.inputs), len(cg.captures)
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
         args = evaluate(graph, list(node.inputs), feeds)
         stack, states = _run_loop(cg, bg, list(args[:n]), args[n:n + nc], args[n + nc:], max_iterations)
+        self.stack, self.states = stack, states
         self._names = list(names or [s.name for s in node.inputs[:n]])
         d, lv, slots, push = self._draw_forward(cg, bg, len(stack))
         # backward: the while_grad node's grad_graph, applied to each popped entry
         wg = next((m for m in graph.nodes if m.prim is WHILE_GRAD and m.inputs[0] is node.outputs[-1]), None)
         fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
-        bw = self._draw_backward(d, graph, wg, bg, feeds, fl, slots) if wg is not None else None
-        pop = bw['pop'] if bw else []
-        base = set(range(len(d.edges))) - set(push) - set(pop)
-        self._slot_text = {s: self._state_text(v) for s, v in zip(slots, stack)}
+        bw = self._draw_backward(d, graph, wg, bg, feeds, fl, slots) if wg is not None else dict(pop=[], keys=set())
+        base = set(range(len(d.edges))) - set(push) - set(bw['pop'])
         self._lv, self._slots = lv, slots
-        hidden_all = set(slots) | (bw['keys'] if bw else set())
+        hidden_all = set(slots) | bw['keys']
         frames = [Frame('start', f'Before the loop: {self._state_text(states[0])}. The stack is empty.', set(lv),
                         self._values_at(states[0], 0), hidden=hidden_all, shown_edges=base)]
         for k in range(len(stack)):
@@ -685,20 +649,17 @@ class LoopStepper(_Player):
                             f'{len(stack)} iterations. The stack keeps every iteration\'s inputs for the backward '
                             f'pass.', {'cond', *lv}, self._values_at(states[-1], len(stack)),
                             hidden=hidden_all - set(slots), shown_edges=base))
-        cts, acc = (self._backward_frames(frames, bw, stack, states, fl, base) if bw else (None, None))
-        self.stack, self.states = stack, states
-        self.grads = cts                  # w.r.t. the initial float loop variables
-        self.invariant_grads = acc        # w.r.t. float values the body reads
+        # grads: w.r.t. the initial float loop variables; invariant_grads: w.r.t. float values the body reads
+        self.grads, self.invariant_grads = (self._backward_frames(frames, bw, stack, states, fl, base)
+                                            if wg is not None else (None, None))
         self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
 
     def _state_text(self, vals):
         return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(self._names, vals))
 
     def _values_at(self, vals, upto, extra=None):
-        out = {k: v for k, v in zip(self._lv, vals)}
-        out.update((s, self._slot_text[s]) for s in self._slots[:upto])
-        out.update(extra or {})
-        return out
+        slots = {s: self._state_text(v) for s, v in zip(self._slots[:upto], self.stack)}   # what each holds
+        return {**dict(zip(self._lv, vals)), **slots, **(extra or {})}
 
     def _draw_forward(self, cg, bg, depth):
         """The loop variables, cond, body and a stack of `depth` slots; returns them and the push edges."""
@@ -707,18 +668,12 @@ class LoopStepper(_Player):
         ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.prim not in (PLACEHOLDER, CONSTANT)))
         d.op('cond', 'cond', detail=ops(cg))
         d.op('body', 'body', detail=ops(bg))
-        for k in lv:
-            d.edge(k, 'cond')
-            d.edge(k, 'body')
-        for k in lv:
-            d.edge('body', k, 'back')
+        _edges(d, [(k, op) for k in lv for op in ('cond', 'body')])
+        _edges(d, [('body', k) for k in lv], 'back')
         d.clusters['stack'] = dict(label='stack (newest on top)', color='#c07000')
         slots = [d.data(f'slot{k}', f'stack[{k}]', None, None, role='value', cluster='stack') for k in range(depth)]
-        for k in range(depth - 1):
-            d.edge(slots[k + 1], slots[k], 'invis')      # newest on top
-        push = [len(d.edges) + k for k in range(depth)]
-        for k in slots:
-            d.edge('body', k, 'flow', 'push')
+        _edges(d, zip(slots[1:], slots), 'invis')      # newest on top
+        push = _edges(d, [('body', k) for k in slots], 'flow', 'push')
         return d, lv, slots, push
 
     def _draw_backward(self, d, graph, wg, bg, feeds, fl, slots) -> dict:
@@ -730,15 +685,10 @@ class LoopStepper(_Player):
         ct = [d.data(f'ct{i}', f'grad {names[i]}', bg.inputs[i].shape, bg.inputs[i].dtype, role='grad') for i in fl]
         cap_names = [outer.name for outer, _ in gg.captures]
         inv = [d.data(f'cg{j}', f'grad {cap_names[j]}', None, None, role='grad') for j in range(len(gg.outputs) - n_ct)]
-        for k in ct:
-            d.edge(k, 'vjp', 'bwd')
-        for k in ct:
-            d.edge('vjp', k, 'back')
-        for k in inv:
-            d.edge('vjp', k, 'bwd')
-        pop = [len(d.edges) + k for k in range(len(slots))]
-        for k in slots:
-            d.edge(k, 'vjp', 'bwd', 'pop')
+        _edges(d, [(k, 'vjp') for k in ct], 'bwd')
+        _edges(d, [('vjp', k) for k in ct], 'back')
+        _edges(d, [('vjp', k) for k in inv], 'bwd')
+        pop = _edges(d, [(k, 'vjp') for k in slots], 'bwd', 'pop')
         return dict(gg=gg, n_ct=n_ct, cts=list(vals[:n_ct]), caps=vals[n_ct:], ct=ct, inv=inv, pop=pop,
                     keys={'vjp', *ct, *inv})
 
@@ -748,9 +698,7 @@ class LoopStepper(_Player):
         cts, acc = bw['cts'], None
 
         def grads_at(cts, acc):
-            out = {k: c for k, c in zip(ct, cts)}
-            out.update((k, a) for k, a in zip(inv, acc or [0.0] * len(inv)))
-            return out
+            return {**dict(zip(ct, cts)), **dict(zip(inv, acc or [0.0] * len(inv)))}
         gname = ', '.join(f'grad {names[i]} = {preview(c)}' for i, c in zip(fl, cts))
         frames.append(Frame('backward', f'Backward: the gradient arriving at the loop\'s result: {gname}.',
                             set(ct), self._values_at(states[-1], len(stack), grads_at(cts, acc)),
@@ -769,6 +717,14 @@ class LoopStepper(_Player):
                             set(ct) | set(inv), self._values_at(states[-1], 0, grads_at(cts, acc)),
                             hidden=set(slots), shown_edges=base))
         return cts, acc
+
+
+def _edges(d: Drawing, ends, style='fwd', label=None) -> list[int]:
+    """Draw an edge for each (a, b) in `ends`; return their edge numbers."""
+    first = len(d.edges)
+    for a, b in ends:
+        d.edge(a, b, style, label)
+    return list(range(first, len(d.edges)))
 
 
 def _run_loop(cg, bg, state, ccap, bcap, max_iterations):
@@ -796,27 +752,22 @@ class TraceStepper(_Player):
         g, fetch = found
         d, _ = from_graph(g, fetch)
         nodes = needed_nodes(g, fetch) if fetch else list(g.nodes)
-        everything, shown, frames = set(d.vertices), set(), []
+        everything, frames = set(d.vertices), []
         inputs = [m for m in nodes if m.prim is PLACEHOLDER]
 
         def reveal(m):
             ok = d._keys.get(id(m))
-            keys = {ok} if ok in d.vertices else set()
-            keys |= {d._keys[id(o)] for o in m.outputs if d._keys.get(id(o)) in d.vertices}
+            keys = {d._keys.get(id(x)) for x in (m, *m.outputs)} & set(d.vertices)
             inner = {c for c in d.clusters if ok is not None and (c == ok or c.startswith(ok + '_'))}
-            keys |= {k for k, v in d.vertices.items() if v.get('cluster') in inner}
-            return keys
+            return keys | {k for k, v in d.vertices.items() if v.get('cluster') in inner}
 
-        first = set().union(*(reveal(m) for m in inputs)) if inputs else set()
-        shown |= first
+        first = set().union(*(reveal(m) for m in inputs))
+        shown = set(first)
         desc = ', '.join(f'{o.name} ({_shape(o)})' for m in inputs for o in m.outputs)
         frames.append(Frame('trace', f'The tracer makes one placeholder per example input: {desc or "none"}; then it '
                             f'calls the function with them. Each op on a Symbol adds a node instead of computing.',
                             first, hidden=everything - shown))
-        count = len(inputs)
-        for m in nodes:
-            if m.prim is PLACEHOLDER:
-                continue
+        for count, m in enumerate((n for n in nodes if n.prim is not PLACEHOLDER), len(inputs) + 1):
             new = reveal(m) - shown
             shown |= new
             out = ', '.join(f'{o.name} ({_shape(o)})' for o in m.outputs)
@@ -826,7 +777,6 @@ class TraceStepper(_Player):
                 ins = ', '.join(i.name for i in m.inputs)
                 cap = (f'The function applies {m.op} to {ins}: on Symbols nothing is computed; the tracer appends '
                        f'the node {out}.')
-            count += 1
             frames.append(Frame('trace', f'{cap} Nodes so far: {count}.', new, hidden=everything - shown))
         result = ', '.join(s.name for s in (fetch or g.outputs or nodes[-1].outputs))
         frames.append(Frame('trace', f'The function returned {result}: the graph is complete. It can be run, '
@@ -848,7 +798,6 @@ def memory_timeline(program, ax=None):
     >>> fig = mg.viz.memory_timeline(mg.compile([y], [x]))    # doctest: +SKIP
     """
     try:
-        import matplotlib
         import matplotlib.pyplot as plt
     except ImportError:
         raise MinigradError('memory_timeline needs matplotlib: pip install matplotlib') from None
@@ -860,10 +809,8 @@ def memory_timeline(program, ax=None):
     n = max(len(schedule), 1 + max((e for _, e in live.values() if e is not None), default=0))
     rows = {b: j for j, b in enumerate(dict.fromkeys(assign.values()))}
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * n + 2), 0.45 * len(rows) + 1.6))
-    else:
-        fig = ax.figure
-    cmap = matplotlib.colormaps['tab20']
+        ax = plt.subplots(figsize=(max(6.0, 1.1 * n + 2), 0.45 * len(rows) + 1.6))[1]
+    cmap = plt.colormaps['tab20']
     for name, b in assign.items():
         start, end = live.get(name, (-1, None))
         end = n - 1 if end is None else end                    # outputs live to the end
@@ -878,5 +825,5 @@ def memory_timeline(program, ax=None):
                  f'{getattr(mem, "peak_bytes", "?")} bytes (naive: {getattr(mem, "naive_num_buffers", "?")} '
                  f'buffers, {getattr(mem, "naive_peak_bytes", "?")} bytes)', fontsize=10)
     ax.invert_yaxis()
-    fig.tight_layout()
-    return fig
+    ax.figure.tight_layout()
+    return ax.figure
