@@ -85,6 +85,13 @@ def peak_bytes(f) -> int:
 
 
 # ------------------------------------------------------------------ chain of 30 elementwise ops
+def chain_loss(y, ws, bs, relu):
+    """The chain case's forward pass in any framework: ten y = relu(y * w + b), then the sum."""
+    for w, b in zip(ws, bs):
+        y = relu(y * w + b)
+    return y.sum()
+
+
 def chain_case(n, rng):
     x = rng.standard_normal((n, n)).astype(np.float32)
     ws = [(1 + 0.1 * rng.standard_normal((n, n))).astype(np.float32) for _ in range(10)]
@@ -114,10 +121,7 @@ def chain_case(n, rng):
     def tape_step():
         for p in tw + tb:
             p.grad = None
-        y = tx
-        for w, b in zip(tw, tb):
-            y = mg.relu(y * w + b)
-        loss = y.sum()
+        loss = chain_loss(tx, tw, tb, mg.relu)
         loss.backward()
         return loss
 
@@ -126,10 +130,7 @@ def chain_case(n, rng):
         px = mg.placeholder(mg.float32, (n, n), name='x')
         pw = [mg.placeholder(mg.float32, (n, n), name=f'w{i}') for i in range(10)]
         pb = [mg.placeholder(mg.float32, (n, n), name=f'b{i}') for i in range(10)]
-        y = px
-        for w, b in zip(pw, pb):
-            y = mg.relu(y * w + b)
-        loss = y.sum()
+        loss = chain_loss(px, pw, pb, mg.relu)
         grads = mg.gradients(loss, pw + pb)
     args = [x] + ws + bs
     variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants([loss] + grads, [px] + pw + pb, args)}
@@ -151,24 +152,26 @@ def _chain_others(x, ws, bs):
         def torch_step():
             for p in Tw + Tb:
                 p.grad = None
-            y = Tx
-            for w, b in zip(Tw, Tb):
-                y = torch.relu(y * w + b)
-            loss = y.sum()
+            loss = chain_loss(Tx, Tw, Tb, torch.relu)
             loss.backward()
             return loss
         variants['torch'] = torch_step
     if jax is not None:
         def jloss(ws, bs, x):
-            y = x
-            for w, b in zip(ws, bs):
-                y = jnp.maximum(y * w + b, 0)
-            return y.sum()
+            return chain_loss(x, ws, bs, lambda v: jnp.maximum(v, 0))
         variants['jax'] = jax_variant(jax.value_and_grad(jloss, argnums=(0, 1)), ws, bs, x)
     return variants
 
 
 # ------------------------------------------------------------------ MLP training step
+def mlp_loss(h, W, B, y, relu, log_softmax, batch):
+    """The MLP case's loss in any framework: two relu layers, a linear one, then cross-entropy."""
+    for i in range(3):
+        h = h @ W[i] + B[i]
+        h = relu(h) if i < 2 else h
+    return -(y * log_softmax(h, axis=1)).sum() / batch
+
+
 def mlp_case(batch, rng, lr=0.01):
     sizes = [784, 256, 128, 10]
     init = [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
@@ -183,12 +186,7 @@ def mlp_case(batch, rng, lr=0.01):
     tx, toh = mg.tensor(x), mg.tensor(onehot)
 
     def tape_step():
-        h = tx
-        for i in range(3):
-            h = h @ TW[i] + TB[i]
-            if i < 2:
-                h = mg.relu(h)
-        loss = -(toh * mg.log_softmax(h, axis=1)).sum() / batch
+        loss = mlp_loss(tx, TW, TB, toh, mg.relu, mg.log_softmax, batch)
         loss.backward()
         with mg.no_grad():
             for p in TW + TB:
@@ -202,12 +200,7 @@ def mlp_case(batch, rng, lr=0.01):
         py = mg.placeholder(mg.float32, (batch, 10), name='y')
         VW = [mg.Variable(w.copy(), name=f'W{i}') for i, w in enumerate(init)]
         VB = [mg.Variable(b.copy(), name=f'b{i}') for i, b in enumerate(binit)]
-        h = px
-        for i in range(3):
-            h = h @ VW[i] + VB[i]
-            if i < 2:
-                h = mg.relu(h)
-        loss = -(py * mg.log_softmax(h, axis=1)).sum() / batch
+        loss = mlp_loss(px, VW, VB, py, mg.relu, mg.log_softmax, batch)
         grads = mg.gradients(loss, VW + VB)
         step = mg.group(*[v.assign(v - lr * gv) for v, gv in zip(VW + VB, grads)])
     variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants([loss, step], [px, py], [x, onehot])}
@@ -242,11 +235,7 @@ def _mlp_numpy(x, labels, onehot, W, B, batch, lr):
 def _mlp_jax(params, x, onehot, batch, lr):
     """The MLP training step under jax.jit."""
     def jloss(params, x, y):
-        h = x
-        for i in range(3):
-            h = h @ params[i] + params[3 + i]
-            h = jnp.maximum(h, 0) if i < 2 else h
-        return -(y * jax.nn.log_softmax(h, axis=1)).sum() / batch
+        return mlp_loss(x, params[:3], params[3:], y, lambda v: jnp.maximum(v, 0), jax.nn.log_softmax, batch)
 
     def jstep(params, x, y):
         loss, gs = jax.value_and_grad(jloss)(params, x, y)
@@ -290,22 +279,21 @@ def fused_case(n, rng, compile_torch=False):
 def deep_chain_case(n):
     """A chain of n scalar ops (mul, tanh alternating) and its gradient: the tape's forward +
     backward against building the graph, mg.gradients, compiling and one Session run."""
-    def tape():
-        x = mg.tensor(np.float32(0.5), requires_grad=True)
-        y = x
+    def chain(y):
         for i in range(n):
             y = mg.tanh(y) if i % 2 else y * 1.01
-        y.backward()
+        return y
+
+    def tape():
+        x = mg.tensor(np.float32(0.5), requires_grad=True)
+        chain(x).backward()
         return x.grad.item()
 
     def static():
         g = mg.Graph()
         with g.as_default():
             x = mg.placeholder(mg.float32, (), name='x')
-            y = x
-            for i in range(n):
-                y = mg.tanh(y) if i % 2 else y * 1.01
-            gx, = mg.gradients(y, [x])
+            gx, = mg.gradients(chain(x), [x])
         return float(mg.Session(g).run(gx, {x: np.float32(0.5)}))
     assert np.isclose(tape(), static(), rtol=1e-4)
     return {'tape': tape, 'compiled': static}

@@ -238,7 +238,7 @@ def bind_parameters(graph: Graph, module: Module | None = None) -> dict:
 
 class _TrainStep:
     """One static training graph: placeholders x, y; forward with Variables; loss; gradients;
-    optimizer updates as assign ops. Compiled once (``mg.compile``, or a Session as fallback)."""
+    optimizer updates as assign ops. Compiled once with ``mg.compile`` (no second path)."""
 
     def __init__(self, model, key, xb, yb):
         self.key, self.opt = key, model._optimizer      # not the model: no cycle through model._steps

@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import fmt_shape, describe, value_array
+from .core import fmt_shape, describe, hooks, value_array
 from .errors import FeedError, GraphError, InputError
 from .graph import Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error
@@ -112,7 +112,7 @@ class Session:
             if isinstance(v, Symbol):
                 raise FeedError(f"feed_dict value for '{k.name}' is a Symbol; feed concrete values (numbers, "
                                 f'lists, numpy arrays)')
-            v = getattr(v, 'data', v) if type(v).__name__ in ('Tensor', 'Parameter') else v
+            v = v.data if isinstance(v, hooks.tensor_type) else v
             arr = value_array(v, f"feed_dict value for '{k.name}'")
             if arr.dtype != k.dtype:
                 if not np.can_cast(arr.dtype, k.dtype, 'same_kind') and not (

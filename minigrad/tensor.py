@@ -403,7 +403,7 @@ def _to_array(data, dtype=None) -> np.ndarray:
         data = data.data
     elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
         data = [d.data if isinstance(d, Tensor) else d for d in data]
-    if getattr(data, '__module__', '').startswith('minigrad.graph') or type(data).__name__ == 'Symbol':
+    if isinstance(data, core.hooks.symbol_type):
         raise GraphError('cannot make a Tensor from a Symbol: a Symbol has no value until Session.run')
     return core.value_array(data, 'mg.tensor', dtype)
 

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from ..core import Names
 from ..errors import MinigradError
 from ..graph import PLACEHOLDER
 from .codegen import _safe
@@ -97,7 +98,7 @@ _RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {'np', 'njit', 'types', '
 def _namer(readable):
     """Local variable names: the values' own names (made identifiers) when readable, else x0, t3, ...
     (the neutral form is what is hashed and compiled, so equal loops share one cached kernel)."""
-    used = set()
+    names = Names()
 
     def name(value, neutral):
         if not readable:
@@ -105,11 +106,7 @@ def _namer(readable):
         base = re.sub(r'\W', '_', str(value.name)) or 'v'
         if base[0].isdigit() or base in _RESERVED or re.fullmatch(r'[aon]\d+|i\d*', base):
             base = 'v_' + base
-        cand, k = base, 1
-        while cand in used:
-            cand, k = f'{base}_{k}', k + 1
-        used.add(cand)
-        return cand
+        return names(None, base)
     return name
 
 

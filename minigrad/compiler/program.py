@@ -60,7 +60,7 @@ class Program:
 
         def conv(i, x):
             fs, shape, dt = shapes[i]
-            x = getattr(x, 'data', x) if type(x).__name__ in ('Tensor', 'Parameter') else x
+            x = x.data if isinstance(x, hooks.tensor_type) else x
             arr = np.asarray(x)
             if arr.dtype != dt:
                 if not np.can_cast(arr.dtype, dt, 'same_kind') and not (arr.dtype.kind in 'iub' and dt.kind == 'f'):

@@ -26,9 +26,10 @@ import threading
 
 import numpy as np
 
-from ..core import PRIMITIVES, Names, hooks
+from ..core import PRIMITIVES, Names, fmt_shape, hooks
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
+from ..nn import Parameter
 from ..tensor import Tape, TapeNode, Tensor, _tape_order
 from . import vizjs
 from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
@@ -112,12 +113,8 @@ def preview(v, width=28) -> str:
 
 
 def _shape_str(shape, dtype) -> str:
-    if shape is None:
-        sh = '?'
-    else:
-        sh = '(' + ', '.join('?' if d is None else str(d) for d in shape) + (',)' if len(shape) == 1 else ')')
     short = {'float32': 'f32', 'float64': 'f64', 'int64': 'i64', 'int32': 'i32', 'bool': 'bool'}
-    return f'{short.get(str(dtype), str(dtype)) if dtype is not None else ""} {sh}'.strip()
+    return f'{short.get(str(dtype), str(dtype)) if dtype is not None else ""} {fmt_shape(shape)}'.strip()
 
 
 def _data_label(v, value, grad, buf):
@@ -360,12 +357,10 @@ hooks.display = mimebundle      # Tensor, Graph, Symbol, Program... show themsel
 
 
 # ------------------------------------------------------------------ builders
-def _tensor_role(t, is_output=False):
-    if is_output:
-        return 'output'
-    if type(t).__name__ == 'Parameter':
+def _tensor_role(t):
+    if isinstance(t, Parameter):
         return 'param'
-    return 'leaf' if getattr(t, 'requires_grad', False) else 'constant'
+    return 'leaf' if t.requires_grad else 'constant'
 
 
 class Step:
@@ -567,34 +562,16 @@ def _as_graph(obj):
 
 
 def buffer_map(program, graph=None) -> dict:
-    """id(Symbol) -> buffer for a Program's memory plan (accepts a few shapes of the assignment)."""
-    graph = graph or program.graph
-    mem = getattr(program, 'memory', None)
-    assign = None
-    for attr in ('assignment', 'buffer_of', 'buffers', 'slots'):
-        a = getattr(mem, attr, None) if mem is not None else None
-        if a is None and isinstance(mem, dict):
-            a = mem.get(attr)
-        if isinstance(a, dict):
-            assign = a
-            break
-    if not assign:
-        return {}
-    out = {}
+    """id(Symbol) -> buffer in a Program's memory plan (``program.memory.assignment``, keyed by value name),
+    values inside fused kernels included."""
+    assign, out = program.memory.assignment, {}
 
     def walk(g):
         for n in g.nodes:
-            for o in n.outputs:
-                for k in (o, id(o), o.name):
-                    try:
-                        if k in assign:
-                            out[id(o)] = assign[k]
-                            break
-                    except TypeError:
-                        pass
+            out.update((id(o), assign[o.name]) for o in n.outputs if o.name in assign)
             for _, sub in _sub_graphs(n):       # values inside fused kernels have buffers too
                 walk(sub)
-    walk(graph)
+    walk(graph or program.graph)
     return out
 
 
