@@ -255,27 +255,24 @@ def _lower_node(b, node, xs):
                         f"({node.prim.name}) has no meaning in an inference graph / no ONNX lowering")
 
 
-def _subgraph(b, graph, env, inputs=(), extra_outputs=()):
-    """An ONNX GraphProto for a cond/while body: captured placeholders read the outer names."""
-    onnx = _onnx()
-    inner = _Builder(b.names)
-    env = dict(env)
-    for outer, ph in graph.captures:
-        env[id(ph)] = env[id(outer)]
-    ins = []
-    for p in inputs:
-        env[id(p)] = inner.fresh(p.name)
-        ins.append(_value_info(env[id(p)], p.dtype, p.shape))
+def _captured(graph, env):
+    """A body's captured placeholders read the outer values' ONNX names."""
+    return {id(ph): env[id(outer)] for outer, ph in graph.captures}
+
+
+def _branch(b, graph, env):
+    """An ONNX GraphProto for a cond branch (no inputs: it reads the outer names)."""
+    inner, env = _Builder(b.names), {**env, **_captured(graph, env)}
     _lower_graph(inner, graph, env)
-    outs = [inner.op('Identity', [env[id(o)]], name=o.name)[0] for o in list(extra_outputs) + list(graph.outputs)]
-    infos = [_value_info(n, o.dtype, o.shape) for n, o in zip(outs, list(extra_outputs) + list(graph.outputs))]
-    return onnx.helper.make_graph(inner.nodes, inner.fresh('body'), ins, infos, inner.inits), outs
+    outs = [inner.op('Identity', [env[id(o)]], name=o.name)[0] for o in graph.outputs]
+    infos = [_value_info(n, o.dtype, o.shape) for n, o in zip(outs, graph.outputs)]
+    return _onnx().helper.make_graph(inner.nodes, inner.fresh('body'), [], infos, inner.inits)
 
 
 def _lower_cond(b, node, xs):
     env = {id(s): x for s, x in zip(node.inputs, xs)}
-    then, _ = _subgraph(b, node.params['true_graph'], env)
-    other, _ = _subgraph(b, node.params['false_graph'], env)
+    then = _branch(b, node.params['true_graph'], env)
+    other = _branch(b, node.params['false_graph'], env)
     return b.op('If', xs[:1], n_out=len(node.outputs), name=node.outputs[0].name, then_branch=then,
                 else_branch=other)
 
@@ -286,24 +283,17 @@ def _lower_while(b, node, xs):
     cg, bg = node.params['cond_graph'], node.params['body_graph']
     n = len(bg.inputs)
     env = {id(s): x for s, x in zip(node.inputs, xs)}
-    first = {**env, **{id(p): x for p, x in zip(cg.inputs, xs[:n])}}
-    for outer, ph in cg.captures:
-        first[id(ph)] = env[id(outer)]
+    first = {**env, **{id(p): x for p, x in zip(cg.inputs, xs[:n])}, **_captured(cg, env)}
     _lower_graph(b, cg, first)                       # the condition before the first iteration
-    body = _Builder(b.names)
-    benv = dict(env)
+    body, benv = _Builder(b.names), {**env, **_captured(bg, env)}
     it, c_in = body.fresh('iter'), body.fresh('cond_in')
     ins = [_value_info(it, np.int64, ()), _value_info(c_in, np.bool_, ())]
     for p in bg.inputs:
         benv[id(p)] = body.fresh(p.name)
         ins.append(_value_info(benv[id(p)], p.dtype, p.shape))
-    for outer, ph in bg.captures:
-        benv[id(ph)] = env[id(outer)]
     _lower_graph(body, bg, benv)
-    for p, o in zip(cg.inputs, bg.outputs):
-        benv[id(p)] = benv[id(o)]
-    for outer, ph in cg.captures:
-        benv[id(ph)] = env[id(outer)]
+    benv.update({id(p): benv[id(o)] for p, o in zip(cg.inputs, bg.outputs)})     # then the condition
+    benv.update(_captured(cg, env))
     _lower_graph(body, cg, benv)
     syms = [cg.outputs[0]] + list(bg.outputs)
     outs = [body.op('Identity', [benv[id(s)]], name=s.name)[0] for s in syms]
