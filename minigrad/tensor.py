@@ -458,6 +458,22 @@ def _unpack(args):
     return vals, None
 
 
+def _accumulate_leaves(leaves, ct, create_graph):
+    """Each leaf's .grad gets its cotangent (_accumulate); two leaves never share one gradient array."""
+    given = set()
+    for leaf in leaves:
+        g = ct.get(id(leaf))
+        if g is None:
+            continue
+        if leaf.grad is None and type(g) is np.ndarray and g.base is None and g.dtype == leaf.data.dtype \
+                and id(g) not in given and g.flags.writeable:   # speed: a fresh array becomes .grad as it is
+            gt = leaf.grad = _new(Tensor)
+            gt.data, gt.grad, gt.name, gt.grad_fn, gt._requires_grad, gt._version = g, None, None, None, False, 0
+        else:
+            _accumulate(leaf, g, create_graph, copy=id(g) in given)
+        given.add(id(g))
+
+
 def _record(op, args, params, out):
     """Append an op to the active tapes (mg.no_grad() records nothing, except for tracing tapes)."""
     for tape in state.tapes:
@@ -489,16 +505,12 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
         _check_saved(order)
     ct = {id(root.grad_fn): g}          # cotangents: id(node or leaf) -> d root / d value
     with (enable_grad() if create_graph else no_grad()):
-        reverse_sweep(order, ct, None, functools.partial(_call_vjp, create_graph))
+        call_vjp = functools.partial(_call_vjp, create_graph=True) if create_graph else _call_vjp
+        reverse_sweep(order, ct, None, call_vjp)
         if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
             for node in order:
                 node.saved = node.out = None
-        given = set()                   # two leaves must never share one gradient array
-        for leaf in leaves:
-            g = ct.get(id(leaf))
-            if g is not None:
-                _accumulate(leaf, g, create_graph, copy=id(g) in given)
-                given.add(id(g))
+        _accumulate_leaves(leaves, ct, create_graph)
 
 
 def _seed(root, gradient, create_graph):
@@ -524,7 +536,7 @@ def _seed(root, gradient, create_graph):
     return g
 
 
-def _call_vjp(create_graph, node, g):
+def _call_vjp(node, g, create_graph=False):
     """(parent, cotangent) pairs of one TapeNode: its primitive's VJP on the values it saved."""
     if node.retained is not None:
         t = node.retained()
