@@ -467,8 +467,7 @@ def _accumulate_leaves(leaves, ct, create_graph):
             continue
         if leaf.grad is None and type(g) is np.ndarray and g.base is None and g.dtype == leaf.data.dtype \
                 and id(g) not in given and g.flags.writeable:   # speed: a fresh array becomes .grad as it is
-            gt = leaf.grad = _new(Tensor)
-            gt.data, gt.grad, gt.name, gt.grad_fn, gt._requires_grad, gt._version = g, None, None, None, False, 0
+            leaf.grad = Tensor._make(g)
         else:
             _accumulate(leaf, g, create_graph, copy=id(g) in given)
         given.add(id(g))

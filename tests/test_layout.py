@@ -32,7 +32,7 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
         'session', 'trace']
 # The issue's budget is 1,600 (teaching core) and 4,500 (package); these ceilings are today's sizes, so
 # the code can only shrink towards it (see the README's layout section).
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2635, 6570, 60
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2631, 6569, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 
