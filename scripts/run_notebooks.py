@@ -7,7 +7,8 @@ Run it after a library change: tests/test_notebook_outputs.py fails while a cell
 stores output (generated code, printed graphs, tables, counts) that the library no longer produces.
 Only outputs, execution counts and the widget state are written back, into a fresh read of each file
 (so edits made to the notebook meanwhile are kept; a notebook whose code changed while it ran is
-skipped). Then exercises/ is regenerated from solutions/ (scripts/make_exercises.py).
+skipped). Every drawing is stored as a picture that an untrusted notebook shows (scripts/static_outputs.py).
+Then exercises/ is regenerated from solutions/ (scripts/make_exercises.py).
 """
 import glob
 import os
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+import static_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,6 +41,7 @@ def run(path: Path) -> float:
             old.outputs, old.execution_count = new.outputs, new.execution_count
     if 'widgets' in nb.metadata:
         fresh.metadata['widgets'] = nb.metadata['widgets']
+    static_outputs.convert(fresh)
     nbformat.write(fresh, path)
     return seconds
 
@@ -49,7 +53,6 @@ def main(argv) -> int:
     for p in paths:
         print(f'{run(p.resolve()):6.1f} s  {p}', flush=True)
     if any(p.resolve().parent == ROOT / 'solutions' for p in paths):
-        sys.path.insert(0, str(ROOT / 'scripts'))
         import make_exercises
         return make_exercises.main([])
     return 0

@@ -8,7 +8,9 @@ highlighted node in the SVG changed while every node kept its place, and that no
 drawing (a graph far wider than the column, and a stepper over it) is wider than its
 cell or scrolls sideways. A screenshot goes to tests/artifacts/browser_stepper.png.
 """
+import contextlib
 import importlib
+import json
 import os
 import shutil
 import socket
@@ -72,14 +74,22 @@ def _wait_for_server(url, proc, timeout=60):
     raise TimeoutError(f'JupyterLab did not answer at {url} within {timeout}s')
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
+@contextlib.contextmanager
+def lab_server(tmp_path, files, settings=None):
+    """JupyterLab serving copies of `files` (paths) from a fresh root, with throw-away HOME and Jupyter dirs
+    (so no notebook is trusted) and `settings` ({plugin id: {key: value}}) as the user's settings."""
     _ensure_browser()
     _ensure_python_packages()
     work = tmp_path / 'root'
     work.mkdir()
-    shutil.copy(HERE / 'browser_stepper.ipynb', work / 'browser_stepper.ipynb')
+    for f in files:
+        shutil.copy(f, work / Path(f).name)
     home = tmp_path / 'home'
+    for plugin, values in (settings or {}).items():
+        pkg, _, name = plugin.partition(':')
+        target = home / 'settings' / pkg / f'{name}.jupyterlab-settings'
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(values))
     env = dict(os.environ, HOME=str(home), JUPYTER_CONFIG_DIR=str(home / 'config'),
                JUPYTER_DATA_DIR=str(home / 'data'), JUPYTER_RUNTIME_DIR=str(home / 'runtime'),
                IPYTHONDIR=str(home / 'ipython'), JUPYTERLAB_SETTINGS_DIR=str(home / 'settings'),
@@ -107,6 +117,12 @@ def jupyterlab(tmp_path):
             proc.kill()
             proc.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    with lab_server(tmp_path, [HERE / 'browser_stepper.ipynb']) as url:
+        yield url
 
 
 def _highlighted(page):

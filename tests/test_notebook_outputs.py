@@ -37,14 +37,15 @@ def sanitizers():
 
 
 def text_of(cell, subs) -> str:
-    """The text a reader sees in a cell's outputs (widgets excluded: their static copy is checked elsewhere).
+    """The text a reader sees in a cell's outputs (widgets and drawings excluded: a stored stepper is its
+    picture, tests/test_stored_pictures.py checks the pictures).
     Blank lines and trailing spaces are dropped: how a stream was cut into messages does not matter."""
     text = ""
     for out in cell.get("outputs", []):
         kind = out.get("output_type")
         if kind == "stream":
             text += out.get("text", "")
-        elif kind in ("execute_result", "display_data") and WIDGET not in out.get("data", {}):
+        elif kind in ("execute_result", "display_data") and not {WIDGET, "image/svg+xml"} & set(out.get("data", {})):
             text += "\n" + out.get("data", {}).get("text/plain", "") + "\n"
         elif kind == "error":
             text += f"\n{out.get('ename')}: {out.get('evalue')}\n"

@@ -331,7 +331,10 @@ def digraph_class():
                 return {}
             svg = render_svg(self) if set(kinds) - {'text/plain'} else None
             found = {'image/svg+xml': svg, 'text/html': svg_html(svg) if svg else None, 'text/plain': repr(self)}
-            return {k: found[k] for k in kinds}      # front-ends show the HTML copy: it fits the cell
+            # Live, the HTML copy is shown: inline SVG keeps hover titles and fits the cell. Untrusted (a fresh
+            # clone, Binder, JupyterLite) it would be sanitized to text, so stored notebooks keep PNG + SVG instead
+            # (scripts/static_outputs.py): no PNG here, as rendering one needs a rasterizer the learner lacks.
+            return {k: found[k] for k in kinds}
 
     Digraph.__module__, Digraph.__qualname__ = __name__, 'Digraph'   # importable: pickle finds it
     return Digraph
