@@ -49,6 +49,19 @@ def test_stored_drawings_are_pictures_without_html(path):
                 assert o.metadata['image/png']['width'] > 0
 
 
+NOTEBOOK_WIDTH, SMALLEST = 820, 0.75     # px of a typical JupyterLab notebook column; the least scale allowed
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
+def test_no_stored_drawing_is_shrunk_below_readable(path):
+    """A big graph needs a readable layout (left to right, a smaller fetch), not a shrunken picture."""
+    nb = nbformat.read(path, as_version=4)
+    wide = [(i, o.metadata['image/png']['width']) for i, c in enumerate(nb.cells) if c.cell_type == 'code'
+            for o in c.outputs if 'image/svg+xml' in o.get('data', {})
+            and o.metadata['image/png']['width'] * SMALLEST > NOTEBOOK_WIDTH]
+    assert not wide, f'{path}: (cell, px) shown below {SMALLEST:.0%} at {NOTEBOOK_WIDTH} px: {wide}'
+
+
 def test_the_lessons_hold_the_drawings():
     counts = {Path(p).stem[:2]: drawings(nbformat.read(p, as_version=4)) for p in NOTEBOOKS if '/notebooks/' in p}
     assert sum(counts.values()) >= 28 and counts['00'] >= 2 and counts['04'] >= 4, counts
