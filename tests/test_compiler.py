@@ -154,6 +154,19 @@ def _wxb(shape=None):
 GOLDEN = (Path(__file__).parent / 'golden' / 'seed.source.py').read_text()     # see test_golden.py
 
 
+@pytest.mark.parametrize('backend', ['numpy', pytest.param('numba', marks=pytest.mark.skipif(
+    not mg.compiler.kernels.available(), reason='numba is not installed'))])
+def test_a_constant_read_by_a_fused_kernel_is_one_buffer(backend):
+    """The plan counts what the timeline draws: a constant a loop kernel reads is one array, not two."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (4, 3), name='x')
+        y = mg.tanh(x @ mg.constant(np.ones((3, 3), np.float32), name='W')) * 2.0 + 1.0
+    m = mg.compile(y, [x], backend=backend).memory
+    assert m.num_buffers == len(set(m.assignment.values())), (m, m.assignment)
+    assert m.naive_num_buffers == len(m.assignment), (m, m.assignment)
+
+
 @pytest.mark.parametrize('shape', [None, (3,)])
 def test_wxb_example(shape):
     g, ins, y = _wxb(shape)

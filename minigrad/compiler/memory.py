@@ -93,8 +93,9 @@ def plan_memory(allv, steps, outputs) -> MemoryPlan:
             if v.kind == 'temp':
                 pool.assign(v, st, s)
         pool.release(st, s)
-    held = [v for v in allv if v.kind in ('input', 'const', 'state') and v.first == -1]
-    naive = [v for v in allv if v.kind != 'view' and not (v.kind == 'state' and v.first >= 0)]
+    once = list({v.name: v for v in allv}.values())      # a constant a fused kernel reads appears twice: count once
+    held = [v for v in once if v.kind in ('input', 'const', 'state') and v.first == -1]
+    naive = [v for v in once if v.kind != 'view' and not (v.kind == 'state' and v.first >= 0)]
     fresh = [v for v in allv if v.kind == 'alias']
     unknown = any(v.nbytes is None for v in naive)
     pooled = sum(int(np.prod(k[0], dtype=np.int64)) * k[1].itemsize for k in pool.keys)
