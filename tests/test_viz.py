@@ -490,3 +490,19 @@ def test_trace_stepper_grows_the_graph_in_call_order():
     mentioned = [f.caption.split('applies ')[1].split(' ')[0] for f in s.frames if 'applies' in f.caption]
     assert mentioned == ops
     assert_steady(s)
+
+
+def test_pass_stepper_keeps_data_flowing_down():
+    """One layout for all snapshots: a fused cluster of a later pass must not pull a node above its input
+    (graphviz ranks clusters on their own unless newrank is set)."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (4,), name='x')
+        scale = mg.constant(2.0, name='two') * mg.constant(3.0, name='three')
+        z = ((mg.exp(x * scale) + mg.exp(x * scale)) * 1.0 + 0.0) ** 2
+    layout = mg.viz.PassStepper(mg.compile(z, [x])).graph_layout
+    ys = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'<g id="mg-([^"]+)" class="node">.*?<text[^>]* y="([-\d.]+)"', layout.base, re.S)}
+    up = [(a, b) for a, b, style, _ in layout.drawing.edges if style == 'fwd' and a in ys and b in ys
+          and ys[b] <= ys[a]]
+    assert not up, f'edges drawn upward: {up}'

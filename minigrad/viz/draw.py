@@ -142,8 +142,9 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
     except ImportError:
         raise MinigradError('drawing graphs needs the graphviz Python package: pip install graphviz') from None
     hl = set(highlight or ())
+    # newrank: rank clusters with the rest, else a fused cluster can pull a node above its input
     dot = digraph_class()(graph_attr=dict(rankdir=rankdir, fontname='Helvetica', fontsize='11', nodesep='0.25',
-                                          ranksep='0.35', labelloc='t'),
+                                          ranksep='0.35', labelloc='t', newrank='true'),
                           node_attr=dict(fontname='Helvetica', fontsize='11', margin='0.08,0.04', height='0.3'),
                           edge_attr=dict(color='#555555', arrowsize='0.7', fontname='Helvetica', fontsize='9'))
     if title:
