@@ -470,9 +470,7 @@ def reset_default_graph() -> Graph:
 
 # ------------------------------------------------------------------ sources
 def _check_name(name):
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f'name must be a string, got {type(name).__name__}')
-    return name
+    return core.check_name(name, 'graph node')
 
 
 def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
@@ -482,8 +480,15 @@ def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
     dimension of any size. >>> x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
     """
     g = get_default_graph()
-    shape = None if shape is None else tuple(None if d is None or d == -1 else int(d) for d in shape)
-    return g.add_node(PLACEHOLDER, [], {}, [Aval(shape, np.dtype(dtype))], name=_check_name(name) or 'placeholder')[0]
+    dtype = core.check_dtype(dtype, 'mg.placeholder: dtype')
+    name = core.check_name(name, 'mg.placeholder')
+    if shape is not None:
+        dims = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
+        if isinstance(dims, (tuple, list)):      # -1 is numpy's spelling of a dimension of any size
+            dims = tuple(None if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d == -1 else d
+                         for d in dims)
+        shape = core.check_shape(dims, 'mg.placeholder: shape', unknown=True)
+    return g.add_node(PLACEHOLDER, [], {}, [Aval(shape, dtype)], name=name or 'placeholder')[0]
 
 
 def constant(value, dtype=None, name=None, graph=None) -> Symbol:

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from . import functional as F
-from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array
+from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, check_int
 from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients
 from .tensor import Tensor, tensor, rng, no_grad
@@ -78,7 +78,8 @@ class Module:
         object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f'{type(self).__name__} must define forward(self, x)')
+        raise InputError(f'{type(self).__name__}: a Module computes in its forward(self, x) method, and this '
+                         f'class defines none; add one (calling the module calls forward)')
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
@@ -355,7 +356,8 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         super().__init__()
-        self.in_features, self.out_features = in_features, out_features
+        self.in_features = check_int(in_features, 'nn.Linear: in_features', low=1)
+        self.out_features = out_features = check_int(out_features, 'nn.Linear: out_features', low=1)
         bound, dt = 1.0 / np.sqrt(in_features), dtype or DEFAULT_FLOAT
         self.weight = Parameter(rng().uniform(-bound, bound, (out_features, in_features)).astype(dt))
         self.bias = Parameter(rng().uniform(-bound, bound, (out_features,)).astype(dt)) if bias else None
@@ -406,7 +408,8 @@ class Sequential(Module):
             layers = layers[0]
         for i, layer in enumerate(layers):
             if not isinstance(layer, Module):
-                raise TypeError(f'Sequential: item {i} is {type(layer).__name__}, not a Module')
+                raise InputError(f'Sequential: item {i} is {type(layer).__name__} {layer!r:.40}, not a Module '
+                                 f'(give layers: Sequential(nn.Linear(2, 3), nn.ReLU()) or a list of them)')
             setattr(self, str(i), layer)
 
     def forward(self, x):

@@ -54,6 +54,46 @@ for fname, make in (('tensor', mg.tensor), ('constant', mg.constant), ('Variable
         case('construction', f'{fname}({good!r}) works', ('value', lambda r: r is not None))(
             lambda make=make, good=good: _construct(make, good))
 
+# ------------------------------------------------------------------ factories and constructors (issue 34)
+for fname, make in (('zeros', mg.zeros), ('ones', mg.ones), ('randn', mg.randn), ('rand', mg.rand)):
+    for bad, frag in ((-1, 'expected an int >= 0'), ('a', 'expected an int'), (2.5, 'got float 2.5'),
+                      ((2, None), 'got NoneType')):
+        case('factories', f'{fname}({bad!r})', (InputError, frag))(lambda make=make, bad=bad: make(bad))
+    case('factories', f'{fname}(2, dtype=str)', (InputError, 'dtype'))(lambda make=make: make(2, dtype=str))
+    case('factories', f'{fname}((2, 3)) works', ('value', lambda r: r.shape == (2, 3)))(lambda make=make: make((2, 3)))
+case('factories', "full((2,), 'x')", (InputError, 'mg.full: value'))(lambda: mg.full((2,), 'x'))
+case('factories', 'full((2,), [1, 2])', (InputError, 'one number'))(lambda: mg.full((2,), [1, 2]))
+case('factories', 'full(-2, 1.0)', (InputError, 'mg.full: shape'))(lambda: mg.full(-2, 1.0))
+case('factories', "arange('a')", (InputError, 'mg.arange: start'))(lambda: mg.arange('a'))
+case('factories', 'arange(3) works', ('value', lambda r: r.numpy().tolist() == [0, 1, 2]))(lambda: mg.arange(3))
+for bad in ('a', -1, 2.5, None):
+    case('factories', f'manual_seed({bad!r})', (InputError, 'mg.manual_seed: seed'))(lambda bad=bad: mg.manual_seed(bad))
+case('factories', "tensor(requires_grad='no')", (InputError, 'requires_grad'))(lambda: mg.tensor(1.0, requires_grad='no'))
+case('factories', 'tensor(name=3)', (InputError, 'name must be a string'))(lambda: mg.tensor(1.0, name=3))
+for bad in ('notadtype', str, object, 'datetime64[s]', complex):
+    case('factories', f'placeholder({bad!r:.20})', (InputError, 'mg.placeholder: dtype'))(
+        lambda bad=bad: _construct(lambda _: mg.placeholder(bad), None))
+for bad in ('ab', (-3, 2), (2.5,), 'x'):
+    case('factories', f'placeholder(shape={bad!r})', (InputError, 'mg.placeholder: shape'))(
+        lambda bad=bad: _construct(lambda _: mg.placeholder(mg.float32, bad), None))
+case('factories', 'placeholder(shape=3) is (3,)', ('value', lambda r: r.shape == (3,)))(
+    lambda: _construct(lambda _: mg.placeholder(mg.float32, 3), None))
+case('factories', 'placeholder(shape=(-1, 2)) is (?, 2)', ('value', lambda r: r.shape == (None, 2)))(
+    lambda: _construct(lambda _: mg.placeholder(mg.float32, (-1, 2)), None))
+case('factories', 'placeholder(name=3)', (InputError, 'name must be a string'))(
+    lambda: _construct(lambda _: mg.placeholder(mg.float32, (2,), name=3), None))
+for bad in (-1, 0, 2.5, 'a', True):
+    case('factories', f'nn.Linear({bad!r}, 3)', (InputError, 'nn.Linear: in_features'))(lambda bad=bad: mg.nn.Linear(bad, 3))
+    case('factories', f'nn.Linear(3, {bad!r})', (InputError, 'nn.Linear: out_features'))(lambda bad=bad: mg.nn.Linear(3, bad))
+case('factories', 'nn.Sequential(3)', (InputError, 'not a Module'))(lambda: mg.nn.Sequential(3))
+
+
+class _NoForward(mg.nn.Module):
+    pass
+
+
+case('factories', 'a Module without forward', (InputError, 'forward'))(lambda: _NoForward()(mg.tensor([1.0])))
+
 # ------------------------------------------------------------------ ops and shapes, eager and in a graph
 BINARY = {'add': lambda a, b: a + b, 'sub': lambda a, b: a - b, 'mul': lambda a, b: a * b,
           'div': lambda a, b: a / b, 'pow': lambda a, b: a ** b, 'maximum': mg.maximum, 'minimum': mg.minimum,
@@ -227,7 +267,14 @@ case('nn', 'fit with x and y of different lengths', (ShapeError, 'same length'))
 for v in (42, 'graph', None, np.ones(3)):
     case('viz', f'draw({type(v).__name__})', (InputError, 'cannot draw'))(lambda v=v: mg.draw(v))
     case('viz', f'Stepper({type(v).__name__})', (MinigradError, ''))(lambda v=v: mg.viz.Stepper(v))
-case('viz', "draw(color_by='x')", (ValueError, 'color_by'))(lambda: mg.draw(mg.tensor([1.0]) * 2, color_by='x'))
+case('viz', "draw(color_by='x')", (InputError, 'color_by'))(lambda: mg.draw(mg.tensor([1.0]) * 2, color_by='x'))
+case('viz', "draw(rankdir='XX')", (InputError, 'rankdir'))(lambda: mg.draw(mg.tensor([1.0]) * 2, rankdir='XX'))
+case('viz', 'draw(max_nodes=-1)', (InputError, 'max_nodes'))(lambda: mg.draw(mg.tensor([1.0]) * 2, max_nodes=-1))
+case('viz', 'Stepper of an empty graph', (InputError, 'the graph is empty'))(lambda: mg.viz.Stepper(mg.Graph()))
+case('viz', 'memory_timeline(42)', (InputError, 'expected a compiled Program'))(lambda: mg.viz.memory_timeline(42))
+for v in (42, None, 'abc', mg.nn.Linear(2, 2)):
+    case('viz', f'PassStepper({type(v).__name__})', (InputError, 'expected a compiled Program'))(
+        lambda v=v: mg.viz.PassStepper(v))
 case('viz', 'Stepper of an empty tape', (MinigradError, 'empty'))(lambda: mg.viz.Stepper(mg.Tape()))
 case('viz', 'PathStepper of an empty tape', (MinigradError, 'PathStepper: the tape is empty'))(
     lambda: mg.viz.PathStepper(mg.Tape(), mg.tensor(1.0)))

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from ..core import PRIMITIVES, Names, fmt_shape, hooks
+from ..core import PRIMITIVES, Names, check_int, fmt_shape, hooks
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..nn import Parameter
@@ -590,6 +590,12 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
     >>> mg.draw(y).source.count('->')
     3
     """
+    if rankdir not in ('TB', 'LR', 'BT', 'RL'):
+        raise InputError(f"mg.draw: rankdir must be 'TB' (top to bottom), 'LR', 'BT' or 'RL', got {rankdir!r}")
+    if max_nodes is not None:
+        check_int(max_nodes, 'mg.draw: max_nodes', low=1)
+    if color_by not in (None, 'buffer'):
+        raise InputError(f"mg.draw: color_by must be None or 'buffer', got {color_by!r}")
     buffers = None
     vals = {id(k): v for k, v in (values or {}).items()}
     if isinstance(obj, Tensor):
@@ -605,8 +611,6 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
         if color_by == 'buffer':
             bm = buffer_map(obj, gf[0]) if hasattr(obj, 'memory') else {}
             buffers = {d._keys[i]: b for i, b in bm.items() if i in d._keys}
-    if color_by not in (None, 'buffer'):
-        raise ValueError(f"mg.draw: color_by must be None or 'buffer', got {color_by!r}")
     hl = set()
     for h in highlight or ():
         if isinstance(h, str) or isinstance(h, tuple):

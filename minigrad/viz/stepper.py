@@ -309,6 +309,8 @@ class Stepper(_Player):
         if not isinstance(g, Graph):
             raise InputError(f'Stepper: cannot step through a {type(obj).__name__}; pass a Tensor, a Tape, a Graph, '
                              f'a Symbol, a traced function or a Program')
+        if not g.nodes:
+            raise InputError('Stepper: the graph is empty; build some ops in it first (with g.as_default(): ...)')
         fetch = fetch if fetch is not None else obj if isinstance(obj, Symbol) else (g.outputs or None)
         fetch = [fetch] if isinstance(fetch, Symbol) else list(fetch) if fetch else list(g.nodes[-1].outputs)
         d, steps = from_graph(g, fetch)
@@ -473,7 +475,10 @@ class PassStepper(_Player):
     """
 
     def __init__(self, program, max_nodes=150):
-        history = list(getattr(program, 'history', None) or [])
+        if not isinstance(getattr(program, 'history', None), list):
+            raise InputError(f'PassStepper: expected a compiled Program (mg.compile(outputs, inputs)), got '
+                             f'{type(program).__name__} {program!r:.40}')
+        history = list(program.history)
         if not history:
             raise MinigradError('PassStepper: this program has no pass history (program.history is empty)')
         union = _Union()
@@ -801,7 +806,10 @@ def memory_timeline(program, ax=None):
         import matplotlib.pyplot as plt
     except ImportError:
         raise MinigradError('memory_timeline needs matplotlib: pip install matplotlib') from None
-    mem = program.memory
+    mem = getattr(program, 'memory', None)
+    if mem is None:
+        raise InputError(f'memory_timeline: expected a compiled Program (mg.compile(outputs, inputs)), got '
+                         f'{type(program).__name__} {program!r:.40}')
     assign, live = dict(getattr(mem, 'assignment', {}) or {}), dict(getattr(mem, 'liveness', {}) or {})
     schedule = list(getattr(mem, 'schedule', []) or [])
     if not assign or not live:
