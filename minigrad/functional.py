@@ -10,7 +10,8 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, value_array, DEFAULT_FLOAT
+from .core import (apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, value_array, describe,
+                   check_shape, DEFAULT_FLOAT)
 from .errors import GraphError, ShapeError, InputError
 
 
@@ -228,13 +229,18 @@ def transpose(x, *axes):
         axes = None if nd is None else tuple(reversed(range(len(nd))))
     else:
         nd = aval_of(x).shape
+        if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+            raise InputError(f'transpose: axes must be ints, got {axes!r}')
+        if nd is not None and (len(axes) != len(nd) or not all(-len(nd) <= a < len(nd) for a in axes)):
+            raise ShapeError(f'transpose: axes {tuple(axes)} are not a permutation of the {len(nd)} axes of '
+                             f'{describe(x)}')
         axes = tuple(int(a) % len(nd) if nd is not None else int(a) for a in axes)
     return P.transpose(x, axes=axes)
 
 
 def broadcast_to(x, shape):
     (x,) = _lift(x)
-    return P.broadcast_to(x, shape=tuple(shape))
+    return P.broadcast_to(x, shape=check_shape(shape, 'broadcast_to: shape', unknown=True))
 
 
 def matmul(x, y):

@@ -673,12 +673,16 @@ matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp, lower=_lower_matmu
 def _concat_rule(*xs, axis=0):
     if not xs:
         raise ShapeError('concatenate: needs at least one input, got an empty list')
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise ShapeError(f'concatenate: axis must be an int, got {type(axis).__name__} {axis!r}')
     if any(x.shape is None for x in xs):
         return Aval(None, np.result_type(*[x.dtype for x in xs]))
     nd = len(xs[0].shape)
     if any(len(x.shape) != nd for x in xs) or nd == 0:
         raise ShapeError(f'concatenate: all inputs need the same number of dimensions (>= 1); got '
                          f'{", ".join(fmt_shape(x.shape) for x in xs)}')
+    if not -nd <= axis < nd:
+        raise ShapeError(f'concatenate: axis {axis} is out of range for inputs with {nd} dimensions')
     ax = axis % nd
     for i in range(nd):
         if i != ax and len({x.shape[i] for x in xs if x.shape[i] is not None}) > 1:

@@ -144,6 +144,37 @@ for v in ('abc', None, {}, object()):
 case('ops', 'item() of 3 values', (MinigradError, 'item()'))(lambda: mg.tensor([1.0, 2.0, 3.0]).item())
 case('ops', 'mixing a Tensor and a Symbol', (GraphError, 'mixes'))(lambda: mg.tensor([1.0, 2, 3]) + _graph()[1])
 
+# ------------------------------------------------------------------ axes and shapes (issue 34)
+_T1, _T2 = (lambda: mg.tensor([1.0, 2.0])), (lambda: mg.tensor(np.ones((2, 3))))
+case('axes', 'transpose(1-D, 5)', (ShapeError, 'not a permutation'))(lambda: mg.transpose(_T1(), 5))
+case('axes', 'transpose(2-D, 0, 3)', (ShapeError, 'not a permutation'))(lambda: mg.transpose(_T2(), 0, 3))
+case('axes', 'transpose(2-D, 0)', (ShapeError, 'not a permutation'))(lambda: mg.transpose(_T2(), 0))
+case('axes', "transpose(2-D, 'a', 0)", (InputError, 'axes must be ints'))(lambda: mg.transpose(_T2(), 'a', 0))
+case('axes', 'transpose(2-D, -1, 0) works', ('value', lambda r: r.shape == (3, 2)))(lambda: mg.transpose(_T2(), -1, 0))
+for axis in (5, -3, 'x', 1.0, True):
+    case('axes', f'concatenate(axis={axis!r}) eager', (ShapeError, 'concatenate: axis'))(
+        lambda axis=axis: mg.concatenate([_T2(), _T2()], axis=axis))
+
+    def _concat_sym(axis=axis):
+        g, x, y = _graph()
+        with g.as_default():
+            return mg.concatenate([x, x], axis=axis)
+    case('axes', f'concatenate(axis={axis!r}) on Symbols', (ShapeError, 'concatenate: axis'))(_concat_sym)
+case('axes', 'broadcast_to((3,), (-1, 3))', (InputError, 'broadcast_to: shape'))(
+    lambda: mg.broadcast_to(mg.tensor([1.0, 2.0, 3.0]), (-1, 3)))
+case('axes', "broadcast_to((3,), 'ab')", (InputError, 'broadcast_to: shape'))(
+    lambda: mg.broadcast_to(mg.tensor([1.0, 2.0, 3.0]), 'ab'))
+
+
+def _compile_extra_shapes():
+    g, x, y = _graph()
+    with g.as_default():
+        out = x * 2.0
+    return mg.compile(out, [x], input_shapes=[(3,), (4,)])
+
+
+case('axes', 'compile(input_shapes=[too, many])', (FeedError, 'input_shapes has 2 entries'))(_compile_extra_shapes)
+
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):
     g, x, y = _graph()

@@ -32,9 +32,9 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
         'session', 'trace']
 # The issue's budget is 1,600 (teaching core) and 4,500 (package); these ceilings are today's sizes, so
 # the code can only shrink towards it (see the README's layout section).
-# Issue 34 (argument checks: core.check_int/shape/dtype/flag/name and their use) +44 core, +60 package;
+# Issue 34 (argument checks: core.check_int/shape/dtype/flag/name and their use, axes) +54 core, +73 package;
 # issue 32 (memory plan count) +1.
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2675, 6629, 60
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2685, 6642, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 

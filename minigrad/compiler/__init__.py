@@ -62,6 +62,9 @@ def _import(outputs, inputs, input_shapes):
     src = Graph('program')
     src.nodes = [s.node for s in inputs if s.node not in needed] + needed
     src.inputs, src.outputs = list(inputs), list(outputs)
+    if input_shapes is not None and len(input_shapes) != len(inputs):
+        raise FeedError(f'compile: input_shapes has {len(input_shapes)} entries for {len(inputs)} inputs; give '
+                        f'one shape (or None) per input')
     shapes = {id(s): s.shape if input_shapes is None or input_shapes[k] is None else tuple(input_shapes[k])
               for k, s in enumerate(inputs)}
 
