@@ -170,6 +170,18 @@ def test_adam_fit_on_numba_matches_numpy(monkeypatch):
     np.testing.assert_allclose(losses['numba'], losses['numpy'], rtol=1e-5)
 
 
+def test_a_size_one_group_reading_a_view_compiles():
+    """issue 31: numba raised a raw TypingError ("reshape() supports contiguous array only")."""
+    xs = np.array([1., 2.], np.float32).reshape(2, 1, 1)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (2, 1, 1), name='x')
+        y = x[1:] * 2.0 + 1.0
+    assert mg.Session(g, backend='numba').run(y, {x: xs}).tolist() == [[[5.0]]]
+    assert mg.compile(y, [x], backend='numba')(xs).tolist() == [[[5.0]]]
+    assert mg.jit(lambda v: v[1:] * 2.0 + 1.0, backend='numba')(xs).tolist() == [[[5.0]]]
+
+
 def test_what_stays_out_of_kernels_is_recorded():
     g = mg.Graph()
     with g.as_default():
