@@ -160,7 +160,8 @@ class Module:
             for start in range(0, n, bs):
                 idx = order[start:start + bs]
                 xb, yb = x[idx], y[idx]
-                key = (xb.shape, xb.dtype, yb.shape, yb.dtype, tuple(p.dtype for p in self.parameters()))
+                key = (xb.shape, xb.dtype, yb.shape, yb.dtype, tuple(p.dtype for p in self.parameters()),
+                       self._optimizer.structure())
                 if step is None or step.key != key:
                     if step is not None:
                         step.save()                     # eager objects hold the state between programs
@@ -253,11 +254,14 @@ class _TrainStep:
             trained = [p for p in opt.params if id(p) in pvar]
             grads = gradients(self.loss, [pvar[id(p)] for p in trained])
             self.targets, updates = [], []               # (eager owner, key) <- Variable
+            hyper = {}                                   # dtype -> {setting: placeholder}: fed at every step
             for p, gr in zip(trained, grads):
                 i = opt._index[id(p)]
                 svar = {k: Variable(np.asarray(v, p.dtype), name=f'{pvar[id(p)].name}_{k}')
                         for k, v in opt._get_state(i).items()}
-                new_p, new_s = opt._rule(pvar[id(p)], gr, svar)
+                h = hyper.setdefault(p.dtype, {k: placeholder(p.dtype, (), name=f'{k}_{p.dtype}')
+                                               for k in opt.settings()})
+                new_p, new_s = opt._rule(pvar[id(p)], gr, svar, h)
                 self.targets.append(((p, None), pvar[id(p)]))
                 updates.append(pvar[id(p)].assign(new_p))
                 for k, v in svar.items():
@@ -266,7 +270,8 @@ class _TrainStep:
             g.capture_tensor = None
         self.fetches = [self.loss] + updates
         self.values = None
-        self.program = compile_(self.fetches, [self.x, self.y])
+        self.hyper = [(dt, k) for dt, h in hyper.items() for k in h]
+        self.program = compile_(self.fetches, [self.x, self.y] + [hyper[dt][k] for dt, k in self.hyper])
         self._slot = {id(v): i for i, v in enumerate(self.program.variables)}
 
     def load(self):
@@ -278,7 +283,8 @@ class _TrainStep:
             self.program.state[self._slot[id(var)]] = np.array(v)
 
     def run(self, xb, yb) -> float:
-        res = self.program(xb, yb)
+        h = self.opt.settings()              # read now: a changed opt.lr takes effect at the next step
+        res = self.program(xb, yb, *[np.asarray(h[k], dt) for dt, k in self.hyper])
         self.values = list(res[1:])          # fresh arrays (a Program hands its output buffers over)
         return float(res[0])
 
