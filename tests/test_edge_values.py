@@ -421,3 +421,21 @@ def test_where_with_a_non_bool_condition_follows_numpy(backend):
     np.testing.assert_array_equal(mg.jit(lambda a, b: mg.where(a, b * 2.0 + 1.0, 0.0), backend=backend)(c, x), want)
     with pytest.raises(mg.MinigradError, match='condition must be bool'):
         mg.ops.where(mg.tensor(c), mg.tensor(x), 0.0)      # the primitive takes bool only
+
+
+@pytest.mark.parametrize('fn', [lambda x: x + 0, lambda x: 0 + x, lambda x: x + np.zeros(3, np.int64), lambda x: x + np.int32(0),
+                                lambda x: mg.where(x > 0, x, -0.0), lambda x: mg.where(0 < x, x, np.float32(-0.0)),
+                                lambda x: x * 1 + 0], ids=['x+0', '0+x', 'x+int zeros', 'x+int32 0', 'where -0.0',
+                                                          'where f32 -0.0', 'x*1+0'])
+def test_simplify_keeps_the_sign_of_zero(fn):
+    """issue 31: simplify dropped x + 0 with an int zero and turned where(x > 0, x, -0.0) into relu."""
+    for dt in (np.float32, np.float64):
+        xs = np.array([-0.0, 0.0, -1.0], dt)
+        want = fn(mg.tensor(xs)).numpy()
+        g = mg.Graph()
+        with g.as_default():
+            x = mg.placeholder(dt, (3,), name='x')
+            y = fn(x)
+        got = mg.compile(y, [x])(xs)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str(dt))
+        np.testing.assert_array_equal(got, want)
