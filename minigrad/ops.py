@@ -392,7 +392,9 @@ def _kept_axes(x, axis, keepdims):
     if keepdims:
         return ()
     nd = _ndim(x)
-    return tuple(range(nd)) if axis is None else axis
+    if axis is None:       # a full reduction: a 0-d result broadcasts to any shape, even an unknown one
+        return () if nd is None else tuple(range(nd))
+    return axis
 
 
 def _emit_reduce(ufunc):
