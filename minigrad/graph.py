@@ -578,7 +578,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
             if y.dtype.kind != 'f':
                 raise MinigradError(f"gradients: '{y.name}' has dtype {y.dtype}; only float values can be "
                                     f'differentiated')
-            gy = ones_like(y) if gy is None else g.lift(gy, like=(y,))
+            gy = ones_like(y) if gy is None else _seed(g, y, gy)
             ct[id(y)] = gy if id(y) not in ct else P.add(ct[id(y)], gy)
         found: dict = {}
 
@@ -611,7 +611,20 @@ def _gradient_args(ys, xs, grad_ys):
         grad_ys = [None] * len(ys)
     elif not isinstance(grad_ys, (list, tuple)):
         grad_ys = [grad_ys]
+    if len(grad_ys) != len(ys):
+        raise GraphError(f'gradients: got {len(grad_ys)} grad_ys for {len(ys)} ys; give one per y (or None)')
     return g, ys, xs, grad_ys
+
+
+def _seed(g, y, gy) -> Symbol:
+    """grad_ys for `y`: its shape, cast to its dtype (TF: a cotangent has the shape of its value)."""
+    gy = g.lift(gy, like=(y,))
+    if not shapes_compatible(y.shape, gy.shape):
+        raise GraphError(f"gradients: grad_ys for '{y.name}' has shape {fmt_shape(gy.shape)}, but '{y.name}' has "
+                         f'shape {fmt_shape(y.shape)}; give one cotangent of the same shape per y')
+    if gy.dtype.kind not in 'biuf':
+        raise GraphError(f"gradients: grad_ys for '{y.name}' has dtype {gy.dtype}; give numbers")
+    return gy if gy.dtype == y.dtype else P.cast(gy, dtype=y.dtype)
 
 
 def one_graph(what, syms, hint) -> Graph:
