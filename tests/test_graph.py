@@ -415,3 +415,17 @@ def test_gradients_checks_grad_ys_and_casts_it():
             mg.gradients([y], [x], grad_ys=[None, None])
     assert gx.dtype == np.float32
     np.testing.assert_array_equal(mg.Session(g).run(gx, {x: np.ones(3)}), [2, 4, 6])
+
+
+def test_feeding_a_variable_whose_assign_is_fetched_reads_the_fed_value():
+    """issue 31: this failed inside generated code. TF1's meaning: the step reads the fed value, and
+    the assign still updates the Variable."""
+    g = mg.Graph()
+    with g.as_default():
+        v, w = mg.Variable(np.array([1., 2.]), name='v'), mg.Variable(np.zeros(2), name='w')
+        up, read, other = v.assign(v * 2.0 + 1.0), v + 0.5, w.assign(v * 3.0)
+    sess = mg.Session(g)
+    got = sess.run([up, read, other], {v: np.array([10., 20.])})
+    np.testing.assert_array_equal(got, [[21., 41.], [10.5, 20.5], [30., 60.]])
+    np.testing.assert_array_equal(sess.run([v, w]), [[21., 41.], [30., 60.]])
+    np.testing.assert_array_equal(sess.run(up), [43., 83.])        # unfed: the Variable's own value
