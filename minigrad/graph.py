@@ -18,7 +18,7 @@ import numpy as np
 
 from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError
 from .functional import OpsMixin
 from .autodiff import reverse_sweep
 
@@ -37,6 +37,17 @@ VARIABLE = _node_kind('variable', 'state kept by a Session between runs (params:
 ASSIGN = _node_kind('assign', 'write a new value into a Variable (inputs: variable, value)')
 GROUP = _node_kind('group', 'runs its inputs (e.g. assign ops) and returns True, as tf.group',
                    impl=lambda *xs: np.array(True), rule=lambda *avals: Aval((), np.dtype(bool)))
+
+
+def _check_impl(x, lo, hi, what):
+    x = np.asarray(x)
+    if x.size and not (x.min() >= lo and x.max() < hi):
+        raise InputError(f'{what} must be in [{lo}, {hi}), got values from {x.min()} to {x.max()}')
+    return x
+
+
+CHECK = _node_kind('check', 'its input, after checking at run time that its values are in [lo, hi) (params: lo, '
+                   'hi, what)', impl=_check_impl, rule=lambda x, **params: Aval(x.shape, x.dtype))
 SOURCES = frozenset({PLACEHOLDER, CONSTANT, VARIABLE})     # nodes without inputs that hold a value
 STATEFUL = frozenset({ASSIGN})
 

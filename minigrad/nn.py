@@ -14,9 +14,9 @@ import time
 import numpy as np
 
 from . import functional as F
-from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array
+from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, apply
 from .errors import InputError, MinigradError, ShapeError
-from .graph import Graph, Symbol, Variable, placeholder, constant, gradients
+from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
 from .tensor import Tensor, tensor, rng, no_grad
 from . import optim
 from .compiler import compile as compile_
@@ -493,6 +493,8 @@ class CrossEntropyLoss(Module):
         if C is None:
             raise ShapeError('CrossEntropyLoss: the number of classes (last dim of the logits) must be known')
         _check_targets(logits, target, C)
+        if isinstance(target, Symbol):          # its values are known at run time: checked then, as eager does now
+            target = apply(CHECK, target, lo=0, hi=C, what='CrossEntropyLoss: targets (class indices)')
         logp = F.log_softmax(logits, axis=-1)
         onehot = F.cast(F.equal(target.reshape(-1, 1) if target.shape is not None and None not in target.shape
                                 else target[:, None], np.arange(C)), logp.dtype)
