@@ -47,7 +47,7 @@ pytestmark = pytest.mark.filterwarnings('ignore::RuntimeWarning')     # overflow
 BACKENDS = ['numpy', 'numba'] if mg.compiler.kernels.available() else ['numpy']
 SCALE = float(os.environ.get('MINIGRAD_NET_SCALE', '1'))
 STEPS = 4
-FAST_PROGRAMS = max(1, round(24 * SCALE))
+FAST_PROGRAMS = max(1, round(30 * SCALE))
 SLOW_PROGRAMS = max(1, round(200 * SCALE))
 SHAPES = [(3,), (2, 3), (1,), (1, 1, 1), (4, 1), (2, 1, 3)]
 TOL = {np.dtype(np.float32): dict(rtol=2e-4, atol=1e-5), np.dtype(np.float64): dict(rtol=1e-9, atol=1e-12)}
@@ -71,21 +71,27 @@ class StateProgram:
         self.seed = seed
         self.shape = SHAPES[rs.integers(len(SHAPES))]
         self.dtype = np.dtype([np.float32, np.float64][rs.integers(2)])
-        self.nvars = int(rs.integers(1, 4))
+        self.nvars = int(rs.integers(1, 5))
         self.init = [rs.standard_normal(self.shape).astype(self.dtype) for _ in range(self.nvars)]
         self.strided = bool(rs.integers(2))       # big[1::2] (strided) or big[n:] (a contiguous tail)
         self.instrs, n, free = [], self.nvars + 2, list(range(self.nvars))
+
+        def pick():         # the latest value half the time: chains of ops, which fuse into kernels
+            return n - 1 if rs.random() < 0.5 else int(rs.integers(n))
         for _ in range(int(rs.integers(3, 9))):
             r = rs.random()
             if r < 0.3 and free:
                 k = free.pop(int(rs.integers(len(free))))
-                self.instrs.append(('assign', k, int(rs.integers(n))))
+                self.instrs.append(('assign', k, pick()))
             elif r < 0.65:
-                self.instrs.append(('un', list(UNARY)[rs.integers(len(UNARY))], int(rs.integers(n))))
+                self.instrs.append(('un', list(UNARY)[rs.integers(len(UNARY))], pick()))
             else:
-                self.instrs.append(('bin', list(BINARY)[rs.integers(len(BINARY))], int(rs.integers(n)),
-                                    int(rs.integers(n))))
+                self.instrs.append(('bin', list(BINARY)[rs.integers(len(BINARY))], pick(), int(rs.integers(n))))
             n += 1
+        if len(free) >= 2 and rs.random() < 0.5:      # a fused value (an op on the latest) to two Variables
+            self.instrs.append(('un', list(UNARY)[rs.integers(len(UNARY))], n - 1))
+            self.instrs += [('assign', free.pop(), n), ('assign', free.pop(), n)]
+            n += 3
         if free and rs.random() < 0.5:        # one value assigned to two Variables (issue 31's pattern)
             last_assign = [ins for ins in self.instrs if ins[0] == 'assign']
             if last_assign:
