@@ -26,6 +26,12 @@ Knobs, as in tests/test_differential.py: MINIGRAD_NET_SCALE multiplies the numbe
 the same programs every run. Counts: the fast slice runs FAST_PROGRAMS programs x STEPS steps x
 (1 + 2 * len(BACKENDS)) modes and len(OPT_CASES_FAST) optimizer cases; the slow slice
 SLOW_PROGRAMS programs and every optimizer case.
+
+Before issue 31's fixes the net found: fast slice 6 of 30 programs (4 wrong values: a value assigned
+to two Variables read uninitialised memory on numba; 2 raw numba TypingErrors: a size-1 group reading
+a strided view), slow slice 24 of 200 (17 wrong values, 7 TypingErrors); all 16 optimizer cases
+(fit baked in the learning rate, so the halved lr was ignored; with one fixed lr, Adam on numba
+still differed in 8 of 8 cases). torch.optim agreed with the eager optimizers in every case.
 """
 from __future__ import annotations
 
