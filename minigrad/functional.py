@@ -99,7 +99,13 @@ def minimum(x, y):
 
 
 def where(cond, x, y):
+    """x where cond, else y. As numpy, a non-bool cond is True where it is nonzero (nan too):
+    ``mg.where([0.5, 0.0], 1.0, 2.0).tolist()  ->  [1.0, 2.0]``."""
     cond, x, y = _lift(cond, x, y)
+    if not _is_value(cond):
+        cond = value_array(cond, 'where: cond')
+    if cond.dtype != np.bool_:          # the primitive takes bool conditions only
+        cond = P.cast(cond, dtype=np.dtype(np.bool_)) if _is_value(cond) else cond.astype(np.bool_)
     return P.where(cond, x, y)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError
 from .functional import OpsMixin
 from .autodiff import reverse_sweep
 
@@ -37,6 +37,17 @@ VARIABLE = _node_kind('variable', 'state kept by a Session between runs (params:
 ASSIGN = _node_kind('assign', 'write a new value into a Variable (inputs: variable, value)')
 GROUP = _node_kind('group', 'runs its inputs (e.g. assign ops) and returns True, as tf.group',
                    impl=lambda *xs: np.array(True), rule=lambda *avals: Aval((), np.dtype(bool)))
+
+
+def _check_impl(x, lo, hi, what):
+    x = np.asarray(x)
+    if x.size and not (x.min() >= lo and x.max() < hi):
+        raise InputError(f'{what} must be in [{lo}, {hi}), got values from {x.min()} to {x.max()}')
+    return x
+
+
+CHECK = _node_kind('check', 'its input, after checking at run time that its values are in [lo, hi) (params: lo, '
+                   'hi, what)', impl=_check_impl, rule=lambda x, **params: Aval(x.shape, x.dtype))
 SOURCES = frozenset({PLACEHOLDER, CONSTANT, VARIABLE})     # nodes without inputs that hold a value
 STATEFUL = frozenset({ASSIGN})
 
@@ -583,7 +594,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
             if y.dtype.kind != 'f':
                 raise MinigradError(f"gradients: '{y.name}' has dtype {y.dtype}; only float values can be "
                                     f'differentiated')
-            gy = ones_like(y) if gy is None else g.lift(gy, like=(y,))
+            gy = ones_like(y) if gy is None else _seed(g, y, gy)
             ct[id(y)] = gy if id(y) not in ct else P.add(ct[id(y)], gy)
         found: dict = {}
 
@@ -616,7 +627,20 @@ def _gradient_args(ys, xs, grad_ys):
         grad_ys = [None] * len(ys)
     elif not isinstance(grad_ys, (list, tuple)):
         grad_ys = [grad_ys]
+    if len(grad_ys) != len(ys):
+        raise GraphError(f'gradients: got {len(grad_ys)} grad_ys for {len(ys)} ys; give one per y (or None)')
     return g, ys, xs, grad_ys
+
+
+def _seed(g, y, gy) -> Symbol:
+    """grad_ys for `y`: its shape, cast to its dtype (TF: a cotangent has the shape of its value)."""
+    gy = g.lift(gy, like=(y,))
+    if not shapes_compatible(y.shape, gy.shape):
+        raise GraphError(f"gradients: grad_ys for '{y.name}' has shape {fmt_shape(gy.shape)}, but '{y.name}' has "
+                         f'shape {fmt_shape(y.shape)}; give one cotangent of the same shape per y')
+    if gy.dtype.kind not in 'biuf':
+        raise GraphError(f"gradients: grad_ys for '{y.name}' has dtype {gy.dtype}; give numbers")
+    return gy if gy.dtype == y.dtype else P.cast(gy, dtype=y.dtype)
 
 
 def one_graph(what, syms, hint) -> Graph:

@@ -14,9 +14,9 @@ import time
 import numpy as np
 
 from . import functional as F
-from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, check_int
+from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, apply, check_int
 from .errors import InputError, MinigradError, ShapeError
-from .graph import Graph, Symbol, Variable, placeholder, constant, gradients
+from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
 from .tensor import Tensor, tensor, rng, no_grad
 from . import optim
 from .compiler import compile as compile_
@@ -161,7 +161,8 @@ class Module:
             for start in range(0, n, bs):
                 idx = order[start:start + bs]
                 xb, yb = x[idx], y[idx]
-                key = (xb.shape, xb.dtype, yb.shape, yb.dtype, tuple(p.dtype for p in self.parameters()))
+                key = (xb.shape, xb.dtype, yb.shape, yb.dtype, tuple(p.dtype for p in self.parameters()),
+                       self._optimizer.structure())
                 if step is None or step.key != key:
                     if step is not None:
                         step.save()                     # eager objects hold the state between programs
@@ -254,11 +255,14 @@ class _TrainStep:
             trained = [p for p in opt.params if id(p) in pvar]
             grads = gradients(self.loss, [pvar[id(p)] for p in trained])
             self.targets, updates = [], []               # (eager owner, key) <- Variable
+            hyper = {}                                   # dtype -> {setting: placeholder}: fed at every step
             for p, gr in zip(trained, grads):
                 i = opt._index[id(p)]
                 svar = {k: Variable(np.asarray(v, p.dtype), name=f'{pvar[id(p)].name}_{k}')
                         for k, v in opt._get_state(i).items()}
-                new_p, new_s = opt._rule(pvar[id(p)], gr, svar)
+                h = hyper.setdefault(p.dtype, {k: placeholder(p.dtype, (), name=f'{k}_{p.dtype}')
+                                               for k in opt.settings()})
+                new_p, new_s = opt._rule(pvar[id(p)], gr, svar, h)
                 self.targets.append(((p, None), pvar[id(p)]))
                 updates.append(pvar[id(p)].assign(new_p))
                 for k, v in svar.items():
@@ -267,7 +271,8 @@ class _TrainStep:
             g.capture_tensor = None
         self.fetches = [self.loss] + updates
         self.values = None
-        self.program = compile_(self.fetches, [self.x, self.y])
+        self.hyper = [(dt, k) for dt, h in hyper.items() for k in h]
+        self.program = compile_(self.fetches, [self.x, self.y] + [hyper[dt][k] for dt, k in self.hyper])
         self._slot = {id(v): i for i, v in enumerate(self.program.variables)}
 
     def load(self):
@@ -279,7 +284,8 @@ class _TrainStep:
             self.program.state[self._slot[id(var)]] = np.array(v)
 
     def run(self, xb, yb) -> float:
-        res = self.program(xb, yb)
+        h = self.opt.settings()              # read now: a changed opt.lr takes effect at the next step
+        res = self.program(xb, yb, *[np.asarray(h[k], dt) for dt, k in self.hyper])
         self.values = list(res[1:])          # fresh arrays (a Program hands its output buffers over)
         return float(res[0])
 
@@ -490,6 +496,8 @@ class CrossEntropyLoss(Module):
         if C is None:
             raise ShapeError('CrossEntropyLoss: the number of classes (last dim of the logits) must be known')
         _check_targets(logits, target, C)
+        if isinstance(target, Symbol):          # its values are known at run time: checked then, as eager does now
+            target = apply(CHECK, target, lo=0, hi=C, what='CrossEntropyLoss: targets (class indices)')
         logp = F.log_softmax(logits, axis=-1)
         onehot = F.cast(F.equal(target.reshape(-1, 1) if target.shape is not None and None not in target.shape
                                 else target[:, None], np.arange(C)), logp.dtype)

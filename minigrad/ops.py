@@ -33,7 +33,7 @@ import numpy as np
 
 from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape,
                    aval_of, bool_, normalize_axes, hooks, register_primitive)
-from .errors import ShapeError
+from .errors import InputError, ShapeError
 
 
 prim = register_primitive       # every record below goes into core.PRIMITIVES
@@ -280,12 +280,20 @@ tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)
           jvp=lambda p, t, out: _scale(t[0], add(1, neg(mul(out, out)))))
 
 
+def _bool_condition(dtype):
+    if dtype != bool_:
+        raise InputError(f'where: the condition must be bool, got dtype {dtype}; mg.where casts it (nonzero '
+                         f'is True, as numpy), or compare first: where(c != 0, x, y)')
+
+
 def _where_rule(c, x, y):
+    _bool_condition(c.dtype)
     shape = broadcast_shapes('where', c.shape, x.shape, y.shape)
     return Aval(shape, np.result_type(x.dtype, y.dtype))
 
 
 def _where_impl(c, x, y):
+    _bool_condition(np.asarray(c).dtype)     # eager runs impls without the shape rule
     # where(c, x, 0) as x * c: ~4x faster than np.where on big arrays (relu and its VJP use it);
     # falls back to np.where when x holds inf/nan (inf * False would give nan instead of 0)
     if type(y) in (int, float) and y == 0 and type(x) is np.ndarray and x.dtype.kind == 'f' \
@@ -384,7 +392,9 @@ def _kept_axes(x, axis, keepdims):
     if keepdims:
         return ()
     nd = _ndim(x)
-    return tuple(range(nd)) if axis is None else axis
+    if axis is None:       # a full reduction: a 0-d result broadcasts to any shape, even an unknown one
+        return () if nd is None else tuple(range(nd))
+    return axis
 
 
 def _emit_reduce(ufunc):

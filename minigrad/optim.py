@@ -1,9 +1,11 @@
 """Optimizers: SGD (with momentum) and Adam, with PyTorch's update arithmetic.
 
-Each optimizer writes its update once, in ``_rule(p, g, state) -> (new_p, new_state)``, using
-only arithmetic operators. ``step()`` runs it on numpy arrays (``p.data``, ``p.grad.data``)
-under no_grad; ``Module.compile`` runs the very same rule on Symbols, so the update becomes
-graph ops and ``Variable.assign``s inside the compiled training step.
+Each optimizer writes its update once, in ``_rule(p, g, state, h) -> (new_p, new_state)``, using
+only arithmetic operators; ``h`` holds its hyperparameters (``settings()``: lr, betas, ...).
+``step()`` runs it on numpy arrays (``p.data``, ``p.grad.data``) under no_grad; ``Module.compile``
+runs the very same rule on Symbols, so the update becomes graph ops and ``Variable.assign``s inside
+the compiled training step, with the settings as placeholders fed at every step (changing
+``opt.lr`` between fits takes effect).
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ class Optimizer:
         with no_grad():
             for i, p in enumerate(self.params):
                 if p.grad is not None:
-                    new_p, self.state[i] = self._rule(p.data, p.grad.data, self._get_state(i))
+                    new_p, self.state[i] = self._rule(p.data, p.grad.data, self._get_state(i), self.settings())
                     p._replace_data(np.asarray(new_p, dtype=p.dtype))   # an in-place change: version + 1
 
     def _get_state(self, i) -> dict:
@@ -57,7 +59,20 @@ class Optimizer:
     def _init_state(self, p) -> dict:
         return {}
 
-    def _rule(self, p, g, s):
+    def settings(self) -> dict:
+        """The hyperparameters ``_rule`` reads, by name (numbers; a compiled step feeds them each run).
+
+        >>> import minigrad as mg
+        >>> mg.optim.Adam([mg.nn.Parameter([1.0])]).settings()
+        {'lr': 0.001, 'beta1': 0.9, 'beta2': 0.999, 'eps': 1e-08}
+        """
+        return {'lr': self.lr}
+
+    def structure(self):
+        """What the shape of the update graph depends on (a compiled step is built again when it changes)."""
+        return ()
+
+    def _rule(self, p, g, s, h):
         raise NotImplementedError
 
     def __repr__(self):
@@ -82,11 +97,17 @@ class SGD(Optimizer):
     def _init_state(self, p):
         return {'momentum_buffer': np.zeros_like(p)} if self.momentum else {}
 
-    def _rule(self, p, g, s):
+    def settings(self):
+        return {'lr': self.lr, 'momentum': self.momentum}
+
+    def structure(self):
+        return bool(self.momentum)              # a momentum buffer or none
+
+    def _rule(self, p, g, s, h):
         if not self.momentum:
-            return p - self.lr * g, {}
-        buf = self.momentum * s['momentum_buffer'] + g     # a zero buffer makes step 1 buf = g, as in torch
-        return p - self.lr * buf, {'momentum_buffer': buf}
+            return p - h['lr'] * g, {}
+        buf = h['momentum'] * s['momentum_buffer'] + g     # a zero buffer makes step 1 buf = g, as in torch
+        return p - h['lr'] * buf, {'momentum_buffer': buf}
 
 
 class Adam(Optimizer):
@@ -101,13 +122,16 @@ class Adam(Optimizer):
     def _init_state(self, p):
         return {'step': 0, 'exp_avg': np.zeros_like(p), 'exp_avg_sq': np.zeros_like(p)}
 
-    def _rule(self, p, g, s):
-        b1, b2 = self.betas
+    def settings(self):
+        return {'lr': self.lr, 'beta1': self.betas[0], 'beta2': self.betas[1], 'eps': self.eps}
+
+    def _rule(self, p, g, s, h):
+        b1, b2 = h['beta1'], h['beta2']
         t = s['step'] + 1                       # a Python int eagerly, a Symbol in a compiled step
         m = s['exp_avg'] + (1 - b1) * (g - s['exp_avg'])
         v = b2 * s['exp_avg_sq'] + (1 - b2) * (g * g)
         bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-        new_p = p - (self.lr / bc1) * (m / (v ** 0.5 / bc2 ** 0.5 + self.eps))
+        new_p = p - (h['lr'] / bc1) * (m / (v ** 0.5 / bc2 ** 0.5 + h['eps']))
         return new_p, {'step': t, 'exp_avg': m, 'exp_avg_sq': v}
 
 

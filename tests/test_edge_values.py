@@ -73,6 +73,8 @@ def test_elementwise_shape_rule_dtype_is_the_dtype_the_impl_returns(name):
     nargs, param_sets = _arity_and_params(p)
     checked = 0
     for dts in itertools.product(DTYPES, repeat=nargs):
+        if name == 'where' and dts[0] != np.bool_:
+            continue                        # the primitive takes bool conditions (mg.where casts them)
         args = [np.array([True, False]) if d == np.bool_ else np.array([1, 2], d) for d in dts]
         for params in param_sets:
             try:
@@ -402,3 +404,38 @@ def test_symbol_has_detach_clone_to_float_double_and_traces_like_eager():
         assert p.float().dtype == np.float32 and p.clone().shape == (3,) and p.clone() is not p
         (gp,) = mg.gradients(y, [p])
     np.testing.assert_array_equal(mg.Session(g).run(gp, {p: x}), x)       # detach: no gradient through it
+
+
+@pytest.mark.parametrize('backend', ['numpy', pytest.param('numba', marks=pytest.mark.skipif(
+    not mg.compiler.kernels.available(), reason='numba is not installed'))])
+def test_where_with_a_non_bool_condition_follows_numpy(backend):
+    """issue 31: eager followed numpy, the compiled path raised or read 1e-50 as False."""
+    c, x = np.array([1e-50, 0.0, nan, -2.0, -0.0]), np.arange(1.0, 6.0)
+    want = np.where(c, x * 2.0 + 1.0, 0.0)
+    np.testing.assert_array_equal(mg.where(mg.tensor(c), mg.tensor(x) * 2.0 + 1.0, 0.0).numpy(), want)
+    g = mg.Graph()
+    with g.as_default():
+        cp, xp = mg.placeholder(mg.float64, (5,)), mg.placeholder(mg.float64, (5,))
+        y = mg.where(cp, xp * 2.0 + 1.0, 0.0)
+    np.testing.assert_array_equal(mg.Session(g, backend=backend).run(y, {cp: c, xp: x}), want)
+    np.testing.assert_array_equal(mg.jit(lambda a, b: mg.where(a, b * 2.0 + 1.0, 0.0), backend=backend)(c, x), want)
+    with pytest.raises(mg.MinigradError, match='condition must be bool'):
+        mg.ops.where(mg.tensor(c), mg.tensor(x), 0.0)      # the primitive takes bool only
+
+
+@pytest.mark.parametrize('fn', [lambda x: x + 0, lambda x: 0 + x, lambda x: x + np.zeros(3, np.int64), lambda x: x + np.int32(0),
+                                lambda x: mg.where(x > 0, x, -0.0), lambda x: mg.where(0 < x, x, np.float32(-0.0)),
+                                lambda x: x * 1 + 0], ids=['x+0', '0+x', 'x+int zeros', 'x+int32 0', 'where -0.0',
+                                                          'where f32 -0.0', 'x*1+0'])
+def test_simplify_keeps_the_sign_of_zero(fn):
+    """issue 31: simplify dropped x + 0 with an int zero and turned where(x > 0, x, -0.0) into relu."""
+    for dt in (np.float32, np.float64):
+        xs = np.array([-0.0, 0.0, -1.0], dt)
+        want = fn(mg.tensor(xs)).numpy()
+        g = mg.Graph()
+        with g.as_default():
+            x = mg.placeholder(dt, (3,), name='x')
+            y = fn(x)
+        got = mg.compile(y, [x])(xs)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str(dt))
+        np.testing.assert_array_equal(got, want)

@@ -386,3 +386,46 @@ def test_second_derivatives_tape_vs_symbolic(steps, seed):
     got = mg.Session(g).run(hv, {xs: xv, ys: yv})
     for a, b in zip(ref, got):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-8)
+
+
+def test_gradients_of_a_full_reduction_of_a_placeholder_without_a_shape():
+    """issue 31: mg.gradients raised a raw TypeError (no shape is the default)."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32)
+        grads = [mg.gradients(y, [x])[0] for y in (x.sum(), x.max(), (x * x).mean())]
+    xs = np.array([[1., 5.], [3., 2.]], np.float32)
+    got = mg.Session(g).run(grads, {x: xs})
+    np.testing.assert_array_equal(got[0], np.ones((2, 2)))
+    np.testing.assert_array_equal(got[1], [[0, 1], [0, 0]])
+    np.testing.assert_allclose(got[2], xs / 2)
+
+
+def test_gradients_checks_grad_ys_and_casts_it():
+    """issue 31: grad_ys was never checked against the y it seeds."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        y = x * 2.0
+        gx, = mg.gradients(y, [x], grad_ys=np.array([1, 2, 3]))       # ints: cast to float32
+        for bad in (np.ones(4), np.ones((3, 1))):
+            with pytest.raises(mg.GraphError, match=r"grad_ys for 'mul' has shape .* but 'mul' has shape \(3,\)"):
+                mg.gradients(y, [x], grad_ys=bad)
+        with pytest.raises(mg.GraphError, match='2 grad_ys for 1 ys'):
+            mg.gradients([y], [x], grad_ys=[None, None])
+    assert gx.dtype == np.float32
+    np.testing.assert_array_equal(mg.Session(g).run(gx, {x: np.ones(3)}), [2, 4, 6])
+
+
+def test_feeding_a_variable_whose_assign_is_fetched_reads_the_fed_value():
+    """issue 31: this failed inside generated code. TF1's meaning: the step reads the fed value, and
+    the assign still updates the Variable."""
+    g = mg.Graph()
+    with g.as_default():
+        v, w = mg.Variable(np.array([1., 2.]), name='v'), mg.Variable(np.zeros(2), name='w')
+        up, read, other = v.assign(v * 2.0 + 1.0), v + 0.5, w.assign(v * 3.0)
+    sess = mg.Session(g)
+    got = sess.run([up, read, other], {v: np.array([10., 20.])})
+    np.testing.assert_array_equal(got, [[21., 41.], [10.5, 20.5], [30., 60.]])
+    np.testing.assert_array_equal(sess.run([v, w]), [[21., 41.], [30., 60.]])
+    np.testing.assert_array_equal(sess.run(up), [43., 83.])        # unfed: the Variable's own value

@@ -141,6 +141,47 @@ def test_a_variable_update_is_written_by_its_kernel_and_committed_at_the_end():
     np.testing.assert_allclose(progs['numba'].state[0], progs['numpy'].state[0], rtol=1e-6)
 
 
+@pytest.mark.parametrize('also_fetched', [False, True])
+def test_a_value_assigned_to_two_variables_is_written_for_both(also_fetched):
+    """issue 31: the kernel wrote t only into b's new array; a's assign read t's unwritten buffer."""
+    g = mg.Graph()
+    with g.as_default():
+        a, b = mg.Variable(np.array([2., 3.], np.float32)), mg.Variable(np.array([4., 5.], np.float32))
+        t = b * 2.0 + 1.0
+        fetches = [a.assign(t), b.assign(t)] + ([t.reshape(2, 1)] if also_fetched else [])
+    for be in BACKENDS:
+        sess = mg.Session(g, backend=be)
+        for _ in range(2):
+            sess.run(fetches)
+        np.testing.assert_array_equal(sess.run([a, b]), [[19., 23.], [19., 23.]], err_msg=be)
+
+
+def test_adam_fit_on_numba_matches_numpy(monkeypatch):
+    """issue 31: Adam's step read uninitialised memory on numba (losses [4.88, inf, inf, ...])."""
+    rs = np.random.RandomState(0)
+    x, y = rs.randn(8, 3).astype(np.float32), rs.randn(8, 1).astype(np.float32)
+    losses = {}
+    for be in BACKENDS:
+        monkeypatch.setenv('MINIGRAD_BACKEND', be)
+        mg.manual_seed(0)
+        m = mg.nn.Sequential([mg.nn.Linear(3, 4), mg.nn.ReLU(), mg.nn.Linear(4, 1)])
+        m.compile(optimizer=mg.optim.Adam(m.parameters(), lr=0.01), loss='mse')
+        losses[be] = m.fit(x, y, epochs=4, verbose=0, shuffle=False).losses
+    np.testing.assert_allclose(losses['numba'], losses['numpy'], rtol=1e-5)
+
+
+def test_a_size_one_group_reading_a_view_compiles():
+    """issue 31: numba raised a raw TypingError ("reshape() supports contiguous array only")."""
+    xs = np.array([1., 2.], np.float32).reshape(2, 1, 1)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (2, 1, 1), name='x')
+        y = x[1:] * 2.0 + 1.0
+    assert mg.Session(g, backend='numba').run(y, {x: xs}).tolist() == [[[5.0]]]
+    assert mg.compile(y, [x], backend='numba')(xs).tolist() == [[[5.0]]]
+    assert mg.jit(lambda v: v[1:] * 2.0 + 1.0, backend='numba')(xs).tolist() == [[[5.0]]]
+
+
 def test_what_stays_out_of_kernels_is_recorded():
     g = mg.Graph()
     with g.as_default():

@@ -379,3 +379,20 @@ def test_progress_bar_in_a_notebook(monkeypatch, capsys):
     model.fit([[1.0], [2.0]], [[2.0], [4.0]], epochs=3)
     assert bars[0].bar is not None and bars[0].bar.value == 3 and 'Epoch 3/3' in bars[0].label.value
     assert 'Epoch 3/3' not in capsys.readouterr().out          # the widget, not a text line
+
+
+@pytest.mark.parametrize('backend', ['numpy', pytest.param('numba', marks=pytest.mark.skipif(
+    not mg.compiler.kernels.available(), reason='numba is not installed'))])
+def test_cross_entropy_in_a_session_checks_targets_at_run_time(backend):
+    """issue 31: eager raised for out-of-range targets, a Session returned a loss."""
+    g = mg.Graph()
+    with g.as_default():
+        logits, t = mg.placeholder(mg.float32, (2, 3)), mg.placeholder(mg.int64, (2,))
+        loss = mg.nn.CrossEntropyLoss()(logits, t)
+    sess = mg.Session(g, backend=backend)
+    np.testing.assert_allclose(sess.run(loss, {logits: np.zeros((2, 3)), t: [0, 2]}), np.log(3), rtol=1e-6)
+    for bad in ([0, 3], [-1, 0]):
+        with pytest.raises(mg.MinigradError, match=r'CrossEntropyLoss: targets .* in \[0, 3\)'):
+            sess.run(loss, {logits: np.zeros((2, 3)), t: bad})
+        with pytest.raises(mg.MinigradError, match=r'CrossEntropyLoss: targets .* in \[0, 3\)'):
+            mg.nn.CrossEntropyLoss()(mg.tensor(np.zeros((2, 3))), bad)       # eager, as before

@@ -139,8 +139,29 @@ def test_rule_builds_graph_ops_that_match_eager_steps():
         with g.as_default():
             pv, gp = mg.Variable(p0), mg.placeholder(mg.float64, shape=(4,))
             sv = {k: mg.Variable(np.asarray(v, np.float64)) for k, v in opt._get_state(0).items()}
-            new_p, new_s = opt._rule(pv, gp, sv)
+            new_p, new_s = opt._rule(pv, gp, sv, opt.settings())
             ops = [pv.assign(new_p)] + [sv[k].assign(new_s[k]) for k in sv]
         sess = mg.Session(g)
         for gr, ref in zip(grads, eager):
             np.testing.assert_allclose(sess.run(ops, {gp: gr})[0], ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize('make', [lambda ps: mg.optim.SGD(ps, lr=0.1, momentum=0.5),
+                                  lambda ps: mg.optim.Adam(ps, lr=0.01)], ids=['sgd', 'adam'])
+def test_fit_reads_the_settings_at_every_step(make):
+    """issue 31: fit baked lr into its compiled step, so a later opt.lr = 0 still trained."""
+    rs = np.random.RandomState(0)
+    x, y = rs.randn(8, 3).astype(np.float32), rs.randn(8, 1).astype(np.float32)
+    mg.manual_seed(0)
+    m = mg.nn.Sequential([mg.nn.Linear(3, 1)])
+    opt = make(m.parameters())
+    m.compile(optimizer=opt, loss='mse')
+    m.fit(x, y, epochs=2, verbose=0)
+    before = [p.data.copy() for p in m.parameters()]
+    opt.lr = 0.0
+    m.fit(x, y, epochs=2, verbose=0)
+    for p, b in zip(m.parameters(), before):
+        np.testing.assert_array_equal(p.data, b)
+    opt.lr = 0.05
+    m.fit(x, y, epochs=1, verbose=0)
+    assert any(not np.array_equal(p.data, b) for p, b in zip(m.parameters(), before))

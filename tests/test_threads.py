@@ -102,3 +102,23 @@ def test_the_session_cache_is_lru_and_bounded():
     assert len(sess._programs) == sess.CACHE_SIZE and sess.evictions == 8 and sess.misses == sess.CACHE_SIZE + 8
     sess.run(y, {x: np.ones(sess.CACHE_SIZE + 8, np.float32)})       # the newest is still cached
     assert sess.hits == 1
+
+
+def test_a_program_called_again_from_its_own_input_conversion_does_not_deadlock():
+    """issue 31: the lock was held while inputs were converted; an input's __array__ calling the same
+    program then waited for itself forever (a daemon thread, so a regression fails instead of hanging)."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float64, (2,), name='x')
+        y = x * 2.0
+    prog = mg.compile(y, [x])
+
+    class Lazy:
+        def __array__(self, dtype=None, copy=None):
+            return prog(np.array([1.0, 2.0])) + 1.0
+    got = []
+    t = threading.Thread(target=lambda: got.append(prog(Lazy()).tolist()), daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert not t.is_alive(), 'the program deadlocked'
+    assert got == [[6.0, 10.0]]

@@ -26,7 +26,7 @@ import os
 
 from ..core import Aval
 from ..errors import FeedError, GraphError
-from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, needed_nodes, one_graph
+from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, needed_nodes, one_graph
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse
@@ -72,6 +72,9 @@ def _import(outputs, inputs, input_shapes):
         o = node.outputs[0]
         if id(o) in shapes:        # an input (a fed Variable becomes a placeholder)
             return g.add_node(PLACEHOLDER, [], {}, [Aval(shapes[id(o)], o.dtype)], name=o.name)
+        if node.prim is ASSIGN and id(node.inputs[0]) in shapes:    # as TF1: the step reads the fed value,
+            var = copy_node(g, node.inputs[0].node, [])                # and the assign still updates the Variable
+            return copy_node(g, node, [var[0], ins[1]])
         return None
     return rebuild(src, rw)
 

@@ -197,16 +197,26 @@ class Codegen:
 
 def _updates_in_place(steps, outputs) -> dict:
     """Variable updates a kernel can write straight into the Variable's new array
-    (``v.assign(v - lr * g)``, no copy pass): the new value is used only by its one assign."""
+    (``v.assign(v - lr * g)``, no copy pass): the new value's ONLY reader is its one assign."""
     made = {id(o): k for k, st in enumerate(steps) for o in st.outs}
     returned = {id(v) for v in outputs}
+    readers: dict = {}              # id(value) -> steps reading it, directly or through a view of it
+    for st in steps:
+        seen, todo = set(), list(st.ins)
+        while todo:
+            v = todo.pop()
+            if id(v) not in seen:
+                seen.add(id(v))
+                readers[id(v)] = readers.get(id(v), 0) + 1
+                todo += v.bases
     found = {}
     for s, st in enumerate(steps):
         if st.prim is not ASSIGN:
             continue
         var, val = st.ins
         k = made.get(id(val))
-        if k is None or steps[k].prim is not kernel_call or id(val) in returned or val.last != s \
+        # trap: the kernel then writes only the state array, so any other reader would read an unwritten buffer
+        if k is None or steps[k].prim is not kernel_call or id(val) in returned or readers[id(val)] != 1 \
                 or var.kind != 'state' or not var.known or (val.shape, val.dtype) != (var.shape, var.dtype):
             continue
         if sum(a.prim is ASSIGN and a.ins[0].const == var.const for a in steps) == 1:

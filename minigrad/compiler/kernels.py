@@ -82,11 +82,13 @@ class _Ctx:
         return _convert(repr(v), self.dtype)
 
 
-def _index(shape, full, ivars) -> str:
+def _index(shape, full, ivars, strided=False) -> str:
     """Index of an input of `shape` broadcast to `full`: i_k on its real axes, 0 on broadcast ones
-    (a flat loop, one index i, when every input has the full shape or one element)."""
+    (a flat loop, one index i, when every input has the full shape or one element; a strided one is
+    read as its one element: numba reshapes only contiguous arrays)."""
     if len(ivars) == 1 and len(full) != 1:
-        return '[i]' if tuple(shape) == full else '[' + ', '.join('0' for _ in shape) + ']' if shape else '[()]'
+        return '[i]' if tuple(shape) == full and not strided else '[' + ', '.join('0' for _ in shape) + ']' \
+            if shape else '[()]'
     lead = len(full) - len(shape)
     idx = [ivars[lead + k] if d == full[lead + k] and d != 1 else '0' for k, d in enumerate(shape)]
     return '[' + ', '.join(idx) + ']' if idx else '[()]'
@@ -131,7 +133,7 @@ def kernel_source(graph, layouts, readable=False) -> str:
     hoisted, loads, body = [], [], []
     for k, s in enumerate(graph.inputs):
         x = names[id(s)] = local(s, f'x{k}')
-        ix = _index(tuple(s.shape), full, ivars)
+        ix = _index(tuple(s.shape), full, ivars, layouts[k] == 'A')
         (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = a{k}{ix}' + _note(x, s.name))
     for n, node in enumerate(graph.nodes):
         if node.prim is PLACEHOLDER:
@@ -151,7 +153,8 @@ def kernel_source(graph, layouts, readable=False) -> str:
              f'def kernel({", ".join(ins + outs)}):']
     if flat and len(full) > 1:        # one loop over all elements: C-contiguous arrays seen flat
         lines.append(f'    n0 = o0.size')
-        lines += [f'    {a} = {a}.reshape(n0)' for a, s in zip(ins, graph.inputs) if tuple(s.shape) == full]
+        lines += [f'    {a} = {a}.reshape(n0)' for a, s, lay in zip(ins, graph.inputs, layouts)
+                  if tuple(s.shape) == full and lay == 'C']
         lines += [f'    {o} = {o}.reshape(n0)' for o in outs]
         lines += [f'    {h}' for h in hoisted]
     elif full:

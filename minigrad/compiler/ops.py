@@ -11,17 +11,12 @@ from .. import ops as P
 from ..core import Aval, register_primitive, elementwise_rule
 from ..graph import Graph, PLACEHOLDER
 from ..interpreter import run_graph
-from .rewrite import const_value
+from .rewrite import uniform
 
 
 def _ew(name, impl, doc, **fields):
     return register_primitive(name, impl, functools.partial(elementwise_rule, _op=name), None, kind='compiler',
                               elementwise=True, doc=doc, **fields)
-
-
-def _uniform(sym, c) -> bool:
-    v = const_value(sym)
-    return v is not None and v.size > 0 and bool(np.all(v == c))
 
 
 def _fma_graph(node) -> Graph:
@@ -59,7 +54,7 @@ def _match_sub(node, uses_once=None):
         if m.node.prim is P.mul and m.dtype == node.outputs[0].dtype:
             a, b = m.node.inputs
             for y, c in ((a, b), (b, a)):
-                if _uniform(c, -1) and c.shape == () and y.shape == m.shape:
+                if uniform(c, -1) and c.shape == () and y.shape == m.shape:
                     return [x, y]
     return None
 
@@ -73,7 +68,7 @@ def _match_relu(node, uses_once=None):
     if node.prim is not P.where:
         return None
     c, x, zero = node.inputs
-    if c.node.prim is P.less and c.node.inputs[1] is x and _uniform(c.node.inputs[0], 0) and _uniform(zero, 0) \
+    if c.node.prim is P.less and c.node.inputs[1] is x and uniform(c.node.inputs[0], 0) and uniform(zero, 0) \
             and x.shape == node.outputs[0].shape and x.dtype == node.outputs[0].dtype:
         return [x]
     return None

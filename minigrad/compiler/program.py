@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ..core import fmt_shape, hooks
+from ..core import fmt_shape, hooks, value_array
 from ..errors import FeedError, MinigradError, ShapeError
 from ..graph import shapes_compatible
 from .codegen import generate
@@ -53,7 +53,8 @@ class Program:
         exec(compile(driver, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]
         bufs = [np.empty(s, d) for s, d in self.memory.buffer_shapes]
-        self._run = ns['build'](np, bufs, consts, self._converter(shapes))
+        self._conv = self._converter(shapes)
+        self._run = ns['build'](np, bufs, consts, self._conv)
 
     def _converter(self, shapes):
         names = [s.name for s in self.inputs]
@@ -61,7 +62,7 @@ class Program:
         def conv(i, x):
             fs, shape, dt = shapes[i]
             x = x.data if isinstance(x, hooks.tensor_type) else x
-            arr = np.asarray(x)
+            arr = x if isinstance(x, np.ndarray) else value_array(x, f"Program: input {i} ('{names[i]}')")
             if arr.dtype != dt:
                 if not np.can_cast(arr.dtype, dt, 'same_kind') and not (arr.dtype.kind in 'iub' and dt.kind == 'f'):
                     raise FeedError(f"Program: cannot pass a {arr.dtype} value as input {i} ('{names[i]}', {dt}); "
@@ -85,6 +86,8 @@ class Program:
     def run(self, arrays, state: list, out=None):
         """Run with explicit Variable ``state`` (a list, updated by assigns); Session uses this.
         ``out``: arrays (one per output, or one array for a single output) to write results into."""
+        # converted before taking the lock: an input's __array__ may call this program again
+        arrays = [a if type(a) is np.ndarray else self._conv(i, a) for i, a in enumerate(arrays)]
         if out is not None:
             out = self._check_out(out, arrays)
         try:

@@ -11,6 +11,9 @@ that for you), so an unchanged pass costs one walk and no copy.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .. import ops as P
 from ..core import Aval
 from ..errors import ShapeError
 from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, where_text
@@ -122,6 +125,22 @@ def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
 def const_value(sym):
     """The value of a constant Symbol, else None."""
     return sym.node.params['value'] if sym.node.prim is CONSTANT else None
+
+
+_SAME_VALUES = (P.broadcast_to, P.broadcast_like, P.reshape)     # a uniform input gives a uniform result
+
+
+def uniform(sym, c, limit=None) -> bool:
+    """Every element of `sym` (a constant, or a broadcast or reshape of one) is exactly c: equal, and
+    with c's sign when zero (an int 0 is +0, so ``x + 0`` is not x: -0.0 + 0 is +0.0). The one test
+    every rewrite uses, so no rule flips the sign of a zero. ``limit``: the most elements to look at."""
+    while sym.node.prim in _SAME_VALUES:
+        sym = sym.node.inputs[0]
+    v = const_value(sym)
+    if v is None or v.size == 0 or (limit is not None and v.size > limit) or v.dtype.kind not in 'biuf' \
+            or not np.all(v == c):
+        return False
+    return bool(np.all(np.signbit(v.astype(np.float64)) == np.signbit(float(c))))
 
 
 class Builder:

@@ -16,24 +16,13 @@ from .fold import fold_constants, FOLD_LIMIT
 from .ops import SIMPLIFY_OPS
 from .prune import prune
 from .specialize import specialize
-from .rewrite import rewrite_pass, rebuild, emit, const_value, NodeView
+from .rewrite import rewrite_pass, rebuild, emit, uniform, NodeView
 
 MAX_ROUNDS = 4
-_SAME_VALUES = (P.broadcast_to, P.broadcast_like, P.reshape)     # a uniform input gives a uniform result
 
 
 def _known(s):
     return s.shape is not None and None not in s.shape
-
-
-def _uniform(sym, c) -> bool:
-    """Every element of `sym` is c, with c's sign for float zeros (constants, and broadcasts of them)."""
-    while sym.node.prim in _SAME_VALUES:
-        sym = sym.node.inputs[0]
-    v = const_value(sym)
-    if v is None or v.size == 0 or v.size > FOLD_LIMIT or not np.all(v == c):
-        return False
-    return v.dtype.kind != 'f' or bool(np.all(np.signbit(v) == np.signbit(c)))
 
 
 def _broadcast(g, x, shape):
@@ -46,11 +35,11 @@ def _identities(node, ins, g):
     if len(ins) != 2 or not _known(o):
         return None
     for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
-        if prim.unit is not None and x.dtype == o.dtype and _uniform(c, prim.unit):
+        if prim.unit is not None and x.dtype == o.dtype and uniform(c, prim.unit, FOLD_LIMIT):
             return [_broadcast(g, x, o.shape)]
-        if prim.unit is not None and prim.unit == 0 and _uniform(c, -prim.unit):       # x + 0.0, not -0.0
+        if prim.unit is not None and prim.unit == 0 and uniform(c, -prim.unit, FOLD_LIMIT):       # x + 0.0, not -0.0
             g.notes.append(f'kept {o.name} = {node.op}({x.name}, 0.0): {x.name} may be -0.0 (-0.0 + 0.0 is +0.0)')
-        if prim.zero is not None and _uniform(c, prim.zero):
+        if prim.zero is not None and uniform(c, prim.zero, FOLD_LIMIT):
             if o.dtype.kind in 'biu':
                 return [_broadcast(g, g.lift(np.zeros((), o.dtype)), o.shape)]
             g.notes.append(f'kept {o.name} = {node.op}({x.name}, {prim.zero}): {x.name} may be inf or nan')
