@@ -30,7 +30,7 @@ import numpy as np
 
 from . import core
 from .core import Aval, register_primitive, fmt_shape, describe
-from .errors import GraphError, MinigradError
+from .errors import GraphError, InputError, MinigradError
 from .graph import (Graph, Symbol, constant, get_default_graph, gradients, placeholder, zeros_like, CONSTANT,
                     SOURCES, STATEFUL)
 from .interpreter import run_graph
@@ -183,6 +183,11 @@ def cond(pred, true_fn, false_fn):
     >>> float(mg.Session(g).run(y, {x: -3.0}))
     3.0
     """
+    _callables('cond', true_fn=true_fn, false_fn=false_fn)
+    true_fn, false_fn = _returns_values(true_fn, 'cond: true_fn'), _returns_values(false_fn, 'cond: false_fn')
+    if isinstance(pred, Symbol) and pred.dtype.kind != 'b':
+        raise GraphError(f'cond: the predicate must be a bool scalar (a comparison such as x > 0), got '
+                         f'{describe(pred)}')
     if not isinstance(pred, Symbol):
         if isinstance(pred, core.hooks.tensor_type) and pred.data.size != 1:
             raise GraphError(f'cond: the predicate must be a scalar, got {describe(pred)}')
@@ -191,6 +196,23 @@ def cond(pred, true_fn, false_fn):
     with pred.graph.atomic():
         outs = _cond_build(pred, _remember(true_fn, t_single), false_fn)
     return outs[0] if t_single[0] else tuple(outs)
+
+
+def _callables(who, **fns):
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise InputError(f'{who}: {name} must be a function (a lambda or def), got {type(fn).__name__} '
+                             f'{fn!r:.40}')
+
+
+def _returns_values(fn, who):
+    """fn, checked to return a value or a list/tuple of values (None is the usual missing `return`)."""
+    def checked(*a):
+        r = fn(*a)
+        if r is None or isinstance(r, (list, tuple)) and any(v is None for v in r):
+            raise InputError(f'{who} returned None; it must return the value(s) (a missing return?)')
+        return r
+    return checked
 
 
 def _remember(fn, box):
@@ -312,9 +334,14 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
     >>> [int(v) for v in mg.Session(g).run([c1, c2])]
     [20, 20]
     """
+    _callables(f"while_loop '{name}'", cond=cond, body=body)
+    body = _returns_values(body, f"while_loop '{name}': body")
     single = not isinstance(loop_vars, (list, tuple))
     vs = [loop_vars] if single else list(loop_vars)
-    limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else int(max_iterations)
+    if not vs:
+        raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
+    limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
+        core.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
     if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, core.hooks.tensor_type) for v in vs):
         steps = 0                           # eager: an ordinary Python loop, recorded on the tape
         while bool(cond(*vs)):

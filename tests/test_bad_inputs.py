@@ -175,6 +175,41 @@ def _compile_extra_shapes():
 
 case('axes', 'compile(input_shapes=[too, many])', (FeedError, 'input_shapes has 2 entries'))(_compile_extra_shapes)
 
+# ------------------------------------------------------------------ control flow (issue 34)
+def _in_graph(f):
+    g, x, y = _graph()
+    with g.as_default():
+        s = mg.placeholder(mg.float32, (), name='s')
+        return f(s)
+
+
+_inc, _lt3 = (lambda v: v + 1), (lambda v: v < 3)
+for what, call, err, frag in [
+        ('while_loop(cond=3)', lambda v: mg.while_loop(3, _inc, [v]), InputError, 'cond must be a function'),
+        ('while_loop(body=3)', lambda v: mg.while_loop(_lt3, 3, [v]), InputError, 'body must be a function'),
+        ("while_loop(max_iterations='a')", lambda v: mg.while_loop(_lt3, _inc, [v], max_iterations='a'),
+         InputError, 'max_iterations'),
+        ('while_loop(max_iterations=-1)', lambda v: mg.while_loop(_lt3, _inc, [v], max_iterations=-1),
+         InputError, 'max_iterations'),
+        ('while_loop with a float condition', lambda v: mg.while_loop(lambda a: a * 1.0, _inc, [v]),
+         GraphError, 'boolean scalar'),
+        ('while_loop body returning None', lambda v: mg.while_loop(_lt3, lambda a: None, [v]),
+         InputError, 'returned None'),
+        ('while_loop without loop vars', lambda v: mg.while_loop(lambda: True, lambda: (), []),
+         InputError, 'at least one loop variable'),
+        ('cond(pred, 3, 4)', lambda v: mg.cond(v > 0, 3, 4), InputError, 'true_fn must be a function'),
+        ('cond with a float predicate', lambda v: mg.cond(v * 1.0, lambda: v, lambda: -v), GraphError,
+         'bool scalar'),
+        ('cond with a branch returning None', lambda v: mg.cond(v > 0, lambda: None, lambda: v), InputError,
+         'returned None')]:
+    case('control flow', f'{what} on Symbols', (err, frag))(lambda call=call: _in_graph(call))
+case('control flow', 'eager while_loop(cond=3)', (InputError, 'cond must be a function'))(
+    lambda: mg.while_loop(3, _inc, [mg.tensor(1.0)]))
+case('control flow', 'eager cond(pred, 3, 4)', (InputError, 'true_fn must be a function'))(
+    lambda: mg.cond(mg.tensor(True), 3, 4))
+case('control flow', 'eager while_loop works', ('value', lambda r: float(r[0].item()) == 3.0))(
+    lambda: mg.while_loop(_lt3, _inc, [mg.tensor(0.0)]))
+
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):
     g, x, y = _graph()
