@@ -151,9 +151,11 @@ class Module:
         Parameters (and the optimizer's state) hold the trained values afterwards."""
         if '_steps' not in self.__dict__:
             raise MinigradError('fit: call model.compile(optimizer=..., loss=...) first')
+        epochs = check_int(epochs, 'fit: epochs', low=0)
+        bs = None if batch_size is None else check_int(batch_size, 'fit: batch_size', low=1)
         x, y = self._as_arrays(x, y)
         n = len(x)
-        bs = n if batch_size is None else max(1, min(int(batch_size), n))
+        bs = n if bs is None else min(bs, n)
         progress, history, step = _Progress(epochs, verbose), History(), None
         for epoch in range(epochs):
             order = rng().permutation(n) if shuffle else np.arange(n)
@@ -186,10 +188,13 @@ class Module:
 
     def _as_arrays(self, x, y=None):
         dt = self.dtype
-        x = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=dt)
+        x = value_array(x.data if isinstance(x, Tensor) else x, 'model input x').astype(dt)
+        if x.ndim == 0 or not len(x):
+            raise InputError(f'model input x: expected a batch of samples (shape (N, ...) with N >= 1), got '
+                             f'shape {fmt_shape(x.shape)}')
         if y is None:
             return x
-        y = np.asarray(y.data if isinstance(y, Tensor) else y)
+        y = value_array(y.data if isinstance(y, Tensor) else y, 'fit/evaluate: targets y')
         loss = getattr(self, '_loss', None)
         y = y.astype(np.int64 if isinstance(loss, CrossEntropyLoss) else dt)
         if isinstance(loss, MSELoss) and y.ndim == 1:

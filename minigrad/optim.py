@@ -11,8 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, ShapeError
 from .tensor import Tensor, no_grad
+
+
+def _number(who, what, v, high=None):
+    """A hyperparameter: a real number >= 0 (and < high)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) or \
+            not v >= 0 or high is not None and not v < high:
+        raise InputError(f'{who}: {what} must be a number >= 0' + (f' and < {high}' if high else '') +
+                         f', got {v!r}')
+    return v
 
 
 class Optimizer:
@@ -28,13 +37,14 @@ class Optimizer:
             raise InputError(f'{who}: got an empty parameter list (did you pass model.parameters() of a model '
                              f'without layers?)')
         for k, p in enumerate(self.params):
-            if not isinstance(p, Tensor) or not p.requires_grad:
-                raise InputError(f'{who}: params[{k}] is {type(p).__name__}' + (' that does not require grad'
-                                 if isinstance(p, Tensor) else '') + '; expected Parameters (or tensors with '
-                                 f'requires_grad=True)')
-        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.integer, np.floating)) or not lr >= 0:
-            raise InputError(f'{who}: the learning rate must be a number >= 0, got {lr!r}')
-        self.lr = lr
+            if not isinstance(p, Tensor) or not p.requires_grad or p.grad_fn is not None:
+                raise InputError(f'{who}: params[{k}] is {type(p).__name__}' + (
+                    '' if not isinstance(p, Tensor) else ' that does not require grad' if not p.requires_grad
+                    else ' made by an op (a non-leaf: its .data is recomputed, never stepped)') +
+                    '; expected Parameters (or leaf tensors with requires_grad=True)')
+        if len({id(p) for p in self.params}) < len(self.params):
+            raise InputError(f'{who}: a parameter appears twice in params; each would be stepped twice')
+        self.lr = _number(who, 'lr (the learning rate)', lr)
         self.state: list[dict] = [{} for _ in self.params]
         self._index = {id(p): i for i, p in enumerate(self.params)}
 
@@ -48,6 +58,9 @@ class Optimizer:
         with no_grad():
             for i, p in enumerate(self.params):
                 if p.grad is not None:
+                    if p.grad.shape != p.shape:
+                        raise ShapeError(f'{type(self).__name__}.step: params[{i}] has shape {p.shape} but its '
+                                         f'.grad has shape {p.grad.shape}; a gradient has its parameter\'s shape')
                     new_p, self.state[i] = self._rule(p.data, p.grad.data, self._get_state(i), self.settings())
                     p._replace_data(np.asarray(new_p, dtype=p.dtype))   # an in-place change: version + 1
 
@@ -92,7 +105,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=0.01, momentum=0.0):
         super().__init__(params, lr)
-        self.momentum = momentum
+        self.momentum = _number('SGD', 'momentum', momentum)
 
     def _init_state(self, p):
         return {'momentum_buffer': np.zeros_like(p)} if self.momentum else {}
@@ -117,7 +130,10 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, lr)
-        self.betas, self.eps = tuple(betas), eps
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise InputError(f'Adam: betas must be a pair (beta1, beta2), got {betas!r}')
+        self.betas = tuple(_number('Adam', f'betas[{i}]', b, high=1) for i, b in enumerate(betas))
+        self.eps = _number('Adam', 'eps', eps)
 
     def _init_state(self, p):
         return {'step': 0, 'exp_avg': np.zeros_like(p), 'exp_avg_sq': np.zeros_like(p)}

@@ -210,6 +210,47 @@ case('control flow', 'eager cond(pred, 3, 4)', (InputError, 'true_fn must be a f
 case('control flow', 'eager while_loop works', ('value', lambda r: float(r[0].item()) == 3.0))(
     lambda: mg.while_loop(_lt3, _inc, [mg.tensor(0.0)]))
 
+# ------------------------------------------------------------------ nn and optim (issue 34)
+def _w():
+    return mg.tensor([1.0, 2.0], requires_grad=True)
+
+
+def _step_with_wrong_grad():
+    p = mg.nn.Parameter(np.ones(3, np.float32))
+    opt = mg.optim.SGD([p], lr=0.1)
+    p.grad = mg.tensor(np.ones(4, np.float32))
+    opt.step()
+
+
+def _compiled_model(loss='mse', out=1):
+    m = mg.nn.Sequential(mg.nn.Linear(2, out))
+    m.compile(optimizer='sgd', loss=loss)
+    return m
+
+
+for what, call, err, frag in [
+        ('SGD of a non-leaf', lambda: mg.optim.SGD([_w() * 2], lr=0.1), InputError, 'non-leaf'),
+        ('SGD([w, w])', lambda: (lambda w: mg.optim.SGD([w, w], lr=0.1))(_w()), InputError, 'appears twice'),
+        ('SGD(momentum=-1)', lambda: mg.optim.SGD([_w()], lr=0.1, momentum=-1), InputError, 'momentum'),
+        ("SGD(momentum='a')", lambda: mg.optim.SGD([_w()], lr=0.1, momentum='a'), InputError, 'momentum'),
+        ('Adam(betas=(1.5, 0.9))', lambda: mg.optim.Adam([_w()], betas=(1.5, 0.9)), InputError, 'betas[0]'),
+        ('Adam(betas=0.9)', lambda: mg.optim.Adam([_w()], betas=0.9), InputError, 'a pair'),
+        ('Adam(eps=-1)', lambda: mg.optim.Adam([_w()], eps=-1), InputError, 'eps'),
+        ('step with a wrong-shape grad', _step_with_wrong_grad, ShapeError, '.grad has shape (4,)'),
+        ('fit on strings', lambda: _compiled_model().fit(['a', 'b'], ['c', 'd'], verbose=0), InputError, 'x'),
+        ('fit on an empty x', lambda: _compiled_model().fit(np.ones((0, 2)), np.ones((0, 1)), verbose=0),
+         InputError, 'N >= 1'),
+        ('fit(batch_size=0)', lambda: _compiled_model().fit(np.ones((4, 2)), np.ones((4, 1)), batch_size=0,
+                                                         verbose=0), InputError, 'batch_size'),
+        ('fit(epochs=-1)', lambda: _compiled_model().fit(np.ones((4, 2)), np.ones((4, 1)), epochs=-1, verbose=0),
+         InputError, 'epochs'),
+        ('fit with class targets out of range', lambda: _compiled_model('cross_entropy', 3).fit(
+            np.ones((4, 2), np.float32), np.array([0, 1, 5, 2]), verbose=0), InputError, 'must be in [0, 3)'),
+        ("predict('abc')", lambda: _compiled_model().predict('abc'), InputError, 'model input x')]:
+    case('nn and optim', what, (err, frag))(call)
+case('nn and optim', 'fit(epochs=0) trains nothing', ('value', lambda h: h.history['loss'] == []))(
+    lambda: _compiled_model().fit(np.ones((4, 2)), np.ones((4, 1)), epochs=0, verbose=0))
+
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):
     g, x, y = _graph()
