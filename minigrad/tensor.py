@@ -497,9 +497,11 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
     retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
     g = _seed(root, gradient, create_graph)
     if root.grad_fn is None:            # a leaf: d root / d root = 1
+        _check_grads([root])
         _accumulate(root, g, create_graph)
         return
     order, leaves = _tape_order(root.grad_fn)       # every TapeNode behind root, consumers first
+    _check_grads(leaves)
     if _stale:
         _check_saved(order)
     ct = {id(root.grad_fn): g}          # cotangents: id(node or leaf) -> d root / d value
@@ -510,6 +512,15 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
             for node in order:
                 node.saved = node.out = None
         _accumulate_leaves(leaves, ct, create_graph)
+
+
+def _check_grads(leaves):
+    """Before anything changes: every .grad that backward will add to has its tensor's shape and dtype."""
+    for t in leaves:
+        if t.grad is not None and (not isinstance(t.grad, Tensor) or t.grad.shape != t.shape
+                                   or t.grad.dtype != t.dtype):
+            raise BackwardError(f'backward(): {describe(t)} has a .grad of {describe(t.grad)} to add to; a .grad '
+                                f'has its tensor\'s shape and dtype (set .grad = None, or opt.zero_grad(), first)')
 
 
 def _seed(root, gradient, create_graph):
@@ -526,7 +537,8 @@ def _seed(root, gradient, create_graph):
         g = np.ones_like(root.data)
     else:
         # a copy: the learner's array must never become (and be changed in place as) some .grad
-        g = np.array(gradient.data if isinstance(gradient, Tensor) else gradient, dtype=root.data.dtype)
+        g = core.value_array(gradient.data if isinstance(gradient, Tensor) else gradient,
+                             'backward(): gradient').astype(root.data.dtype)
         if g.shape != root.data.shape:
             raise ShapeError(f'backward(): gradient has shape {g.shape} but {describe(root)} has shape '
                              f'{root.data.shape}; they must match')

@@ -251,6 +251,32 @@ for what, call, err, frag in [
 case('nn and optim', 'fit(epochs=0) trains nothing', ('value', lambda h: h.history['loss'] == []))(
     lambda: _compiled_model().fit(np.ones((4, 2)), np.ones((4, 1)), epochs=0, verbose=0))
 
+# ------------------------------------------------------------------ backward's arguments (issue 34)
+def _xy():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    return x, x * 3
+
+
+def _backward_onto(bad_grad):
+    x, y = _xy()
+    x.grad = bad_grad
+    try:
+        y.sum().backward()
+    finally:
+        assert x.grad is bad_grad          # nothing changed
+    return x.grad
+
+
+case('backward', "backward(gradient='ab')", (InputError, 'backward(): gradient'))(
+    lambda: _xy()[1].backward(gradient='ab'))
+case('backward', 'backward(gradient=[1.0, None])', (InputError, 'backward(): gradient'))(
+    lambda: _xy()[1].backward(gradient=[1.0, None]))
+case('backward', 'an int .grad assigned before backward', (BackwardError, 'has a .grad of'))(
+    lambda: _backward_onto(mg.tensor([1, 2])))
+case('backward', 'a wrong-shape .grad assigned before backward', (BackwardError, 'has a .grad of'))(
+    lambda: _backward_onto(mg.tensor([1.0, 2.0, 3.0])))
+case('backward', 'an array as .grad', (BackwardError, 'has a .grad of'))(lambda: _backward_onto(np.ones(2)))
+
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):
     g, x, y = _graph()
