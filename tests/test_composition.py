@@ -1,0 +1,232 @@
+"""The composition net (issue 31): transformations of transformations agree with torch.func.
+
+Random differentiable programs (seeded) are run through pairs and common triples of tape backward,
+mg.gradients, jvp, jacfwd, jacrev, jit and trace, and compared with torch.func in float64. A fast slice
+runs by default; the larger slice is marked slow. Special programs cover cond, while_loop and
+no_grad / enable_grad / stop_gradient inside trace and jit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+
+torch = pytest.importorskip('torch')
+tfunc = pytest.importorskip('torch.func')
+
+N_IN, N_OUT = 3, 2
+
+
+# ------------------------------------------------------------------ random programs
+def _unary(rng):
+    """One elementwise step, written once for both libraries (``L`` is minigrad or torch)."""
+    c = float(rng.uniform(0.5, 1.5))
+    return [lambda L, h: L.sin(h) * c, lambda L, h: L.tanh(h * c), lambda L, h: h * h * 0.5,
+            lambda L, h: L.exp(h * 0.3) - c, lambda L, h: L.sigmoid(h) + h * c][rng.integers(5)]
+
+
+class Program:
+    """f: R^3 -> R^2 made of random elementwise steps, products with earlier values and a matmul."""
+
+    def __init__(self, seed):
+        rng = np.random.default_rng(seed)
+        self.steps = [(_unary(rng), int(rng.integers(-1, k + 1))) for k in range(int(rng.integers(2, 5)))]
+        self.W = rng.uniform(-1, 1, (N_IN, N_OUT))
+        self.x = rng.uniform(-1, 1, N_IN)
+        self.v = rng.uniform(-1, 1, N_IN)
+        self.seed = seed
+
+    def run(self, L, x, W):
+        hs = [x]
+        for step, other in self.steps:
+            h = step(L, hs[-1])
+            if 0 <= other < len(hs):
+                h = h + hs[other] * 0.5
+            hs.append(h)
+        return L.matmul(hs[-1], W)
+
+    def mg(self, x):
+        return self.run(mg, x, self.W)
+
+    def torch(self, x):
+        return self.run(torch, x, torch.tensor(self.W))
+
+    def mg_scalar(self, x):
+        y = self.mg(x)
+        return (y * y).sum()
+
+    def torch_scalar(self, x):
+        y = self.torch(x)
+        return (y * y).sum()
+
+
+def _np(t):
+    return np.asarray(t.data if isinstance(t, mg.Tensor) else t, np.float64)
+
+
+def _t(a):
+    return torch.tensor(np.asarray(a, np.float64))
+
+
+def _backward(f):
+    def g(x):
+        x = mg.tensor(x, requires_grad=True)
+        f(x).sum().backward()
+        return x.grad
+    return g
+
+
+def _gradients(f):
+    def g(x):
+        gr = mg.Graph()
+        with gr.as_default():
+            p = mg.placeholder(mg.float64, x.shape)
+            dx, = mg.gradients(f(p).sum(), [p])
+        return mg.Session(gr).run(dx, {p: x})
+    return g
+
+
+# each mode: (name, minigrad of (program, x) -> array, torch reference of (program, x) -> array)
+def _hvp_mg(P, x):
+    return mg.jvp(mg.jacrev(P.mg_scalar), (mg.tensor(x),), (mg.tensor(P.v),))[1]
+
+
+MODES = {
+    'backward': (lambda P, x: _backward(P.mg)(x), lambda P, x: tfunc.grad(lambda t: P.torch(t).sum())(_t(x))),
+    'gradients': (lambda P, x: _gradients(P.mg)(x), lambda P, x: tfunc.grad(lambda t: P.torch(t).sum())(_t(x))),
+    'jvp': (lambda P, x: mg.jvp(P.mg, (mg.tensor(x),), (mg.tensor(P.v),))[1],
+            lambda P, x: tfunc.jvp(P.torch, (_t(x),), (_t(P.v),))[1]),
+    'jacfwd': (lambda P, x: mg.jacfwd(P.mg)(mg.tensor(x)), lambda P, x: tfunc.jacfwd(P.torch)(_t(x))),
+    'jacrev': (lambda P, x: mg.jacrev(P.mg)(mg.tensor(x)), lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'jit': (lambda P, x: mg.jit(P.mg)(mg.tensor(x)), lambda P, x: P.torch(_t(x))),
+    'trace': (lambda P, x: mg.trace(P.mg, x)(mg.tensor(x)), lambda P, x: P.torch(_t(x))),
+    # pairs and triples
+    'jacrev(jacrev)': (lambda P, x: mg.jacrev(mg.jacrev(P.mg_scalar))(mg.tensor(x)),
+                       lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'jacfwd(jacrev)': (lambda P, x: mg.jacfwd(mg.jacrev(P.mg_scalar))(mg.tensor(x)),
+                       lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'jacrev(jacfwd)': (lambda P, x: mg.jacrev(mg.jacfwd(P.mg_scalar))(mg.tensor(x)),
+                       lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'jacfwd(jacfwd)': (lambda P, x: mg.jacfwd(mg.jacfwd(P.mg_scalar))(mg.tensor(x)),
+                       lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'hvp (jvp of jacrev)': (_hvp_mg, lambda P, x: tfunc.jvp(tfunc.grad(P.torch_scalar), (_t(x),), (_t(P.v),))[1]),
+    'backward(jit)': (lambda P, x: _backward(mg.jit(P.mg))(x),
+                      lambda P, x: tfunc.grad(lambda t: P.torch(t).sum())(_t(x))),
+    'backward(trace)': (lambda P, x: _backward(mg.trace(P.mg, x))(x),
+                        lambda P, x: tfunc.grad(lambda t: P.torch(t).sum())(_t(x))),
+    'jacrev(jit)': (lambda P, x: mg.jacrev(mg.jit(P.mg))(mg.tensor(x)), lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'jacfwd(jit)': (lambda P, x: mg.jacfwd(mg.jit(P.mg))(mg.tensor(x)), lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'jvp(jit)': (lambda P, x: mg.jvp(mg.jit(P.mg), (mg.tensor(x),), (mg.tensor(P.v),))[1],
+                 lambda P, x: tfunc.jvp(P.torch, (_t(x),), (_t(P.v),))[1]),
+    'jacrev(trace)': (lambda P, x: mg.jacrev(mg.trace(P.mg, x))(mg.tensor(x)),
+                      lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'jvp(trace)': (lambda P, x: mg.jvp(mg.trace(P.mg, x), (mg.tensor(x),), (mg.tensor(P.v),))[1],
+                   lambda P, x: tfunc.jvp(P.torch, (_t(x),), (_t(P.v),))[1]),
+    'jit(jacrev)': (lambda P, x: mg.jit(mg.jacrev(P.mg))(mg.tensor(x)), lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'trace(jacrev)': (lambda P, x: mg.trace(mg.jacrev(P.mg), x)(mg.tensor(x)),
+                      lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'jit(jit)': (lambda P, x: mg.jit(mg.jit(P.mg))(mg.tensor(x)), lambda P, x: P.torch(_t(x))),
+    'jacrev(jacrev(jit))': (lambda P, x: mg.jacrev(mg.jacrev(mg.jit(P.mg_scalar)))(mg.tensor(x)),
+                            lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'jacfwd(jacrev(jit))': (lambda P, x: mg.jacfwd(mg.jacrev(mg.jit(P.mg_scalar)))(mg.tensor(x)),
+                            lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'backward(backward) via jacrev': (lambda P, x: _backward(mg.jacrev(P.mg_scalar))(x),
+                                      lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x)).sum(0)),
+}
+
+
+def check(mode, seed):
+    P = Program(seed)
+    got, want = MODES[mode][0](P, P.x), MODES[mode][1](P, P.x)
+    np.testing.assert_allclose(_np(got), want.detach().numpy(), rtol=1e-6, atol=1e-9,
+                               err_msg=f'{mode}, program {seed}')
+
+
+FAST_SEEDS, SLOW_SEEDS = range(3), range(3, 25)
+
+
+@pytest.mark.parametrize('seed', FAST_SEEDS)
+@pytest.mark.parametrize('mode', list(MODES))
+def test_composition_agrees_with_torch_func(mode, seed):
+    check(mode, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', SLOW_SEEDS)
+@pytest.mark.parametrize('mode', list(MODES))
+def test_composition_agrees_with_torch_func_larger(mode, seed):
+    check(mode, seed)
+
+
+# ------------------------------------------------------------------ control flow under forward mode
+def _cond_f(L, x):
+    pos = lambda: L.sin(x) * x
+    neg = lambda: x * x * 0.5
+    if L is torch:
+        return pos() if float(x.sum()) > 0 else neg()
+    return mg.cond(x.sum() > 0, pos, neg)
+
+
+def _while_f(L, x):
+    if L is torch:
+        y = x
+        for _ in range(3):
+            y = L.tanh(y) * 1.5 + x
+        return y
+    start = mg.constant(0) if isinstance(x, mg.Symbol) else mg.tensor(0)
+    i, y = mg.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, mg.tanh(y) * 1.5 + x), [start, x])
+    return y
+
+
+CONTROL = {'cond': _cond_f, 'while_loop': _while_f}
+WRAP = {'eager': lambda f, x: f, 'jit': lambda f, x: mg.jit(f), 'trace': lambda f, x: mg.trace(f, x)}
+
+
+@pytest.mark.parametrize('sign', [1.0, -1.0])
+@pytest.mark.parametrize('wrap', list(WRAP))
+@pytest.mark.parametrize('ctl', list(CONTROL))
+def test_jvp_and_jacobians_through_control_flow(ctl, wrap, sign):
+    rng = np.random.default_rng(5)
+    x, v = rng.uniform(0.1, 1, 3) * sign, rng.uniform(-1, 1, 3)
+    f = WRAP[wrap](lambda a: CONTROL[ctl](mg, a), x)
+    ft = lambda a: CONTROL[ctl](torch, a)
+    np.testing.assert_allclose(_np(mg.jvp(f, (mg.tensor(x),), (mg.tensor(v),))[1]),
+                               tfunc.jvp(ft, (_t(x),), (_t(v),))[1].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(_np(mg.jacfwd(f)(mg.tensor(x))), tfunc.jacfwd(ft)(_t(x)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(_np(mg.jacrev(f)(mg.tensor(x))), tfunc.jacfwd(ft)(_t(x)).numpy(), rtol=1e-6)
+
+
+# ------------------------------------------------------------------ grad mode inside trace and jit
+def _modes_f(x):
+    y = x * x
+    with mg.no_grad():
+        z = mg.sin(x)                   # a constant for differentiation
+        with mg.enable_grad():
+            w = mg.cos(x)               # differentiated again
+    return (y * z + w + mg.stop_gradient(mg.exp(x)) * x).sum()
+
+
+def _modes_torch(x):
+    return (x * x * torch.sin(x).detach() + torch.cos(x) + torch.exp(x).detach() * x).sum()
+
+
+GRAD_OF = {
+    'eager': lambda x: _backward(_modes_f)(x),
+    'gradients(trace)': lambda x: _traced_gradient(mg.trace(_modes_f, x), x),
+    'gradients(tape trace)': lambda x: _traced_gradient(mg.trace(_modes_f, x, symbolic=False), x),
+    'backward(jit)': lambda x: _backward(mg.jit(_modes_f))(x),
+    'jacrev': lambda x: mg.jacrev(_modes_f)(mg.tensor(x)),
+}
+
+
+def _traced_gradient(tf, x):
+    with tf.graph.as_default():
+        dx, = mg.gradients(tf.outputs[0], tf.inputs)
+    return mg.Session(tf.graph).run(dx, tf.feeds([x]))
+
+
+@pytest.mark.parametrize('mode', list(GRAD_OF))
+def test_no_grad_enable_grad_stop_gradient_mean_the_same_in_every_mode(mode):
+    x = np.array([0.3, -0.7, 1.1])
+    want = tfunc.grad(_modes_torch)(_t(x)).numpy()
+    np.testing.assert_allclose(_np(GRAD_OF[mode](x)), want, rtol=1e-6)
