@@ -16,7 +16,8 @@ from . import core
 from .core import aval_of, describe, fmt_shape
 from .errors import ForwardError, ShapeError
 from .functional import OpsMixin, reshape, stack
-from .tensor import Tensor, enable_grad, tensor
+from .graph import Symbol, gradients
+from .tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
 
 
 class Dual(OpsMixin):
@@ -171,7 +172,8 @@ def jacfwd(fn):
 def jacrev(fn):
     """The Jacobian of ``fn`` (one array in, one array out) by reverse mode: one backward through the
     tape per output element, so it is cheap for few outputs. Shape out.shape + x.shape; the returned
-    function's ``.passes`` counts the backward passes of its last call.
+    function's ``.passes`` counts the backward passes of its last call. The result is differentiable
+    again (jacrev(jacrev(f)), jacfwd(jacrev(f)), mg.jvp of it); on Symbols it adds mg.gradients nodes.
 
     >>> import minigrad as mg
     >>> J = mg.jacrev(lambda x: (x * x).sum(keepdims=True))
@@ -180,22 +182,43 @@ def jacrev(fn):
     """
     def jac(x):
         x = _one_input(x, 'jacrev')
-        if type(x) is Dual:
-            raise ForwardError('jacrev: the input is a Dual (jacrev inside mg.jvp); use jacfwd there')
-        leaf = Tensor._make(np.array(x.data), requires_grad=True)      # a fresh leaf: x's own graph is untouched
-        out = _one_output(fn(leaf), 'jacrev')
-        m = out.data.size
-        rows = []
-        for i in range(m):
-            leaf.grad = None
-            if out.requires_grad:
-                out.backward(gradient=np.eye(1, m, i, out.dtype).reshape(out.shape), retain_graph=i < m - 1)
-            rows.append(np.zeros(x.shape, x.dtype) if leaf.grad is None else leaf.grad.data)
-        jac.passes = m
-        return _zeros(out.shape + x.shape, x.dtype) if not rows else Tensor._make(
-            np.stack(rows).reshape(out.shape + x.shape))
+        if type(x) is Dual:         # inside mg.jvp: the same Jacobian by forward mode keeps x's tangent
+            inner = jacfwd(fn)
+            res = inner(x)
+            jac.passes = inner.passes
+            return res
+        out, rows = (_rows_graph if isinstance(x, Symbol) else _rows_tape)(fn, x)
+        jac.passes = len(rows)
+        if not rows:
+            return _zeros(aval_of(out).shape + aval_of(x).shape, aval_of(x).dtype)
+        return reshape(stack(rows), aval_of(out).shape + aval_of(x).shape)
     jac.passes = 0
     return jac
+
+
+def _seeds(out):
+    av = aval_of(out)
+    m = int(np.prod(av.shape))
+    return [np.eye(1, m, i, av.dtype).reshape(av.shape) for i in range(m)]
+
+
+def _rows_tape(fn, x):
+    """fn(x) and the rows of its Jacobian on the tape, recorded when an outer derivative needs them."""
+    outer = x.requires_grad and is_grad_enabled()
+    # a node of its own (outer) or a fresh leaf: the sweep ends at it, x's own graph stays untouched
+    leaf = x.clone() if outer else Tensor._make(np.array(x.data), requires_grad=True)
+    with enable_grad():
+        out = _one_output(fn(leaf), 'jacrev')
+    return out, [tape_grad(out, leaf, s, create_graph=outer) for s in _seeds(out)]
+
+
+def _rows_graph(fn, x):
+    """fn(x) and the rows of its Jacobian as mg.gradients nodes (jacrev inside mg.trace / mg.jit)."""
+    out = _one_output(fn(x), 'jacrev')
+    if aval_of(out).shape is None or None in aval_of(out).shape:
+        raise ForwardError('jacrev: the output shape is not known when tracing, so the Jacobian has no static '
+                           'shape; give the placeholder a full shape')
+    return out, [gradients(out, [x], s)[0] for s in _seeds(out)]
 
 
 def _zeros(shape, dtype):
@@ -206,7 +229,7 @@ def _one_input(x, who):
     if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
         raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
                            f'of {len(x)}: concatenate them, or close over the others')
-    x = x if isinstance(x, (Tensor, Dual)) else tensor(x)
+    x = x if isinstance(x, (Tensor, Dual, core.hooks.symbol_type)) else tensor(x)
     if aval_of(x).dtype.kind != 'f':
         raise ForwardError(f'{who}: the input is {describe(x)}; only floating inputs can be differentiated '
                            f'(convert it with .astype(mg.float32))')
@@ -214,7 +237,7 @@ def _one_input(x, who):
 
 
 def _one_output(out, who):
-    if not isinstance(out, (Tensor, Dual)):
+    if not isinstance(out, (Tensor, Dual, core.hooks.symbol_type)):
         raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
                            f'{type(out).__name__}')
     if aval_of(out).dtype.kind != 'f':

@@ -512,6 +512,34 @@ def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False
         _accumulate_leaves(leaves, ct, create_graph)
 
 
+def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
+    """d<gradient, y>/dx as a Tensor, leaving every ``.grad`` alone (as torch.autograd.grad); zeros when y
+    does not depend on x. ``create_graph=True`` records the sweep, so the result is differentiable again.
+
+    >>> import minigrad as mg
+    >>> from minigrad.tensor import grad
+    >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
+    >>> grad((x * x).sum(), x).tolist()
+    [2.0, 4.0]
+    """
+    target = x.grad_fn or x
+    if not y._requires_grad or y.grad_fn is None:
+        return Tensor._make(_seed(y, gradient, False)) if y is x else zeros_like(x)
+    g = _seed(y, gradient, create_graph)
+    order, _ = _tape_order(y.grad_fn)
+    if x.grad_fn is not None:           # nothing recorded before x depends on x: the sweep stops at x
+        order = [n for n in order if n.seq > target.seq]
+    if _stale:
+        _check_saved(order)
+    ct = {id(y.grad_fn): g}
+    with (enable_grad() if create_graph else no_grad()):
+        reverse_sweep(order, ct, None, functools.partial(_call_vjp, create_graph=create_graph))
+    r = ct.get(id(target))
+    if r is None:
+        return zeros_like(x)
+    return r if isinstance(r, Tensor) else Tensor._make(np.array(r, dtype=x.data.dtype))
+
+
 def _seed(root, gradient, create_graph):
     """The cotangent backward starts from: 1 for a scalar root, else the given gradient (checked, copied)."""
     if not root._requires_grad:

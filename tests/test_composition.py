@@ -230,3 +230,14 @@ def test_no_grad_enable_grad_stop_gradient_mean_the_same_in_every_mode(mode):
     x = np.array([0.3, -0.7, 1.1])
     want = tfunc.grad(_modes_torch)(_t(x)).numpy()
     np.testing.assert_allclose(_np(GRAD_OF[mode](x)), want, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ issue 31 regressions, one per fix
+def test_hessian_both_ways_and_gradient_of_a_jacobian():
+    f = lambda x: (x ** 3).sum()
+    x = mg.tensor([1.0, 2.0])
+    for H in (mg.jacrev(mg.jacrev(f)), mg.jacfwd(mg.jacrev(f)), mg.jacrev(mg.jacfwd(f))):
+        np.testing.assert_allclose(H(x).tolist(), [[6.0, 0.0], [0.0, 12.0]])
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    mg.jacrev(f)(w).sum().backward()            # the Jacobian stays on the tape: d/dw sum(3 w^2) = 6 w
+    np.testing.assert_allclose(w.grad.tolist(), [6.0, 12.0])
