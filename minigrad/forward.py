@@ -55,7 +55,14 @@ def dual_apply(prim, args, params):
         inner = type(a) is Dual and a.level == level
         primals.append(a.primal if inner else a)
         tangents.append(a.tangent if inner else None)
+    if prim.multiple_results:
+        primals = untaped(prim.name, primals)
     out = prim(*primals, **params)
+    if prim.multiple_results:       # cond, while: one tangent per float result
+        if prim.jvp is None:
+            raise ForwardError(f"jvp: '{prim.name}' has no jvp rule, so forward mode cannot go through it")
+        ts = prim.jvp(tuple(primals), tuple(tangents), out, **params)
+        return tuple(o if t is None or not _floating(o) else Dual(o, t, level) for o, t in zip(out, ts))
     if aval_of(out).dtype.kind != 'f':
         return out                  # bool / integer results have no tangent
     if prim.jvp is not None:
@@ -63,6 +70,37 @@ def dual_apply(prim, args, params):
     else:
         t = _jvp_from_vjp(prim, primals, tangents, out, params)
     return out if t is None else Dual(out, t, level)
+
+
+def untaped(op, ins):
+    """Tensors as arrays for a cond / while node: the tape records one result per op, so these run
+    unrecorded, and a Tensor that needs a gradient through them is refused rather than cut off."""
+    tensors = [v for v in ins if isinstance(v, Tensor)]
+    if not tensors or any(isinstance(v, (core.hooks.symbol_type, Dual)) for v in ins):
+        return ins
+    if any(t.requires_grad for t in tensors) and is_grad_enabled():
+        raise ForwardError(f"a '{op}' node inside a jit / trace function cannot be recorded on the tape (reverse "
+                           f'mode over the forward-mode tangents of a function with control flow); use '
+                           f'mg.jacfwd / mg.jvp for both derivatives, or call the function unjitted')
+    return [v.data if isinstance(v, Tensor) else v for v in ins]
+
+
+def _floating(v) -> bool:
+    return getattr(v, 'dtype', None) is not None and np.dtype(v.dtype).kind == 'f'
+
+
+def push(fn, primals, tangents) -> tuple[list, list]:
+    """fn(*primals) (a list of values) and their tangents (None where zero), for the JVP rules of
+    control flow and jit calls: any values (arrays, Tensors, Symbols, Duals of outer levels) at a fresh
+    level, no input checks. A None tangent means the primal is held fixed."""
+    _levels.depth += 1
+    level = _levels.depth
+    try:
+        outs = fn(*[p if t is None else Dual(p, t, level) for p, t in zip(primals, tangents)])
+    finally:
+        _levels.depth -= 1
+    pairs = [(o.primal, o.tangent) if type(o) is Dual and o.level == level else (o, None) for o in outs]
+    return [p for p, _ in pairs], [t for _, t in pairs]
 
 
 def _jvp_from_vjp(prim, primals, tangents, out, params):
