@@ -241,3 +241,35 @@ def test_hessian_both_ways_and_gradient_of_a_jacobian():
     w = mg.tensor([1.0, 2.0], requires_grad=True)
     mg.jacrev(f)(w).sum().backward()            # the Jacobian stays on the tape: d/dw sum(3 w^2) = 6 w
     np.testing.assert_allclose(w.grad.tolist(), [6.0, 12.0])
+
+
+def test_a_jit_or_trace_output_is_on_the_tape_when_its_input_requires_grad():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    for f in (mg.jit(lambda a: (a ** 3).sum()), mg.trace(lambda a: (a ** 3).sum(), np.ones(2, np.float32))):
+        x.grad = None
+        y = f(x)
+        assert y.requires_grad and y.grad_fn.name == 'call'
+        y.backward()
+        np.testing.assert_allclose(x.grad.tolist(), [3.0, 12.0])
+    w = mg.tensor([2.0], requires_grad=True)        # a captured tensor that requires grad gets its gradient too
+    mg.jit(lambda a: (a * w).sum())(mg.tensor([3.0, 4.0])).backward()
+    np.testing.assert_allclose(w.grad.tolist(), [7.0])
+
+
+def test_forward_mode_through_while_loop_cond_and_jit():
+    def f(x):
+        i, y = mg.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, y * x), [mg.constant(0), x])
+        return mg.cond(y.sum() > 0, lambda: y * 2.0, lambda: -y)
+    x, v = mg.tensor([1.5, 0.5]), mg.tensor([1.0, 0.0])
+    for g in (mg.jit(f), mg.trace(f, np.ones(2, np.float32))):
+        y, dy = mg.jvp(g, (x,), (v,))           # y = 2 x^3: dy = 6 x^2 v
+        np.testing.assert_allclose(dy.tolist(), [13.5, 0.0], rtol=1e-6)
+
+
+def test_nested_jit_and_identity_output_is_a_copy():
+    inner = mg.jit(lambda a: a * 2.0)
+    outer = mg.jit(lambda a: inner(a) + 1.0)
+    np.testing.assert_allclose(outer(np.array([1.0, 2.0])), [3.0, 5.0])
+    a = np.ones(3)
+    out = mg.jit(lambda x: x)(a)
+    assert out is not a and not np.shares_memory(out, a)
