@@ -20,7 +20,7 @@ from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
 from .errors import GraphError, TraceError, ShapeError, MinigradError
 from .functional import OpsMixin
-from .autodiff import reverse_sweep
+from .autodiff import reverse_sweep, state
 
 
 def _node_kind(name, doc, impl=None, rule=None, **fields):
@@ -539,6 +539,8 @@ def graph_apply(prim: Primitive, args, params):
         raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
     multiple = prim.multiple_results
     outs = g.add_node(prim, inputs, params, list(avals) if multiple else [avals])
+    if not state.grad_enabled and prim.vjp is not None:     # built under mg.no_grad(): as on the tape,
+        outs = [P.stop_gradient(o) if o.dtype.kind == 'f' else o for o in outs]     # no gradient flows back
     return tuple(outs) if multiple else outs[0]
 
 

@@ -11,28 +11,19 @@ from __future__ import annotations
 import functools
 import html
 import itertools
-import threading
 import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import core, ops as P
-from .autodiff import reverse_sweep
+from .autodiff import reverse_sweep, state     # grad mode lives there: graph building reads it too
 from .core import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, InputError, MinigradError, ShapeError
 from .functional import OpsMixin, negative
 from .errors import GraphError
 
 
-class _State(threading.local):
-    """Grad mode and the open tapes: each thread has its own (as PyTorch's grad mode)."""
-    def __init__(self):
-        self.grad_enabled = True
-        self.tapes: list = []
-
-
-state = _State()
 _next_seq = itertools.count().__next__
 
 

@@ -31,7 +31,7 @@ from .errors import TraceError, MinigradError, InputError
 from .graph import (Graph, Symbol, Variable, placeholder, constant, user_line, gradients, PLACEHOLDER, VARIABLE,
                     CONSTANT)
 from .session import Session, _flatten, _unflatten
-from .tensor import Tensor, Tape, tensor, is_grad_enabled
+from .tensor import Tensor, Tape, tensor, is_grad_enabled, enable_grad
 from .forward import Dual, push
 from .control import replay
 from .compiler import compile as compile_graph
@@ -86,7 +86,7 @@ class Callee:
         """The Callee of (inputs, cotangent) -> gradients of output ``index`` for the float inputs."""
         if index not in self._vjps:
             g = Graph(f'{self.name} vjp')
-            with g.as_default():
+            with g.as_default(), enable_grad():     # backward runs under no_grad: this graph must differentiate
                 ins = [placeholder(s.dtype, s.shape, name=s.name) for s in self.inputs]
                 y = g.lift(replay(self.graph, ins, inputs=self.inputs, outputs=[self.outputs[index]])[0])
                 ct = placeholder(y.dtype, y.shape, name='ct')
