@@ -324,7 +324,8 @@ class Tensor(OpsMixin):
         if self.retains_grad and res.grad_fn is not None:   # retain_grad() follows the tensor (as PyTorch)
             self.grad_fn.retained, res.grad_fn.retained = None, weakref.ref(self)
         self._replace_data(res.data, since)
-        self.grad_fn = res.grad_fn
+        if state.grad_enabled:          # under no_grad the change is unrecorded, but x keeps its history (PyTorch)
+            self.grad_fn = res.grad_fn
         if res.grad_fn is not None:
             self._requires_grad = True
         return self

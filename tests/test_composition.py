@@ -273,3 +273,28 @@ def test_nested_jit_and_identity_output_is_a_copy():
     a = np.ones(3)
     out = mg.jit(lambda x: x)(a)
     assert out is not a and not np.shares_memory(out, a)
+
+
+def test_in_place_under_no_grad_keeps_a_non_leaf_in_the_graph_as_pytorch():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    with mg.no_grad():
+        y += 1
+    (y * y).sum().backward()
+    xt = torch.tensor([1.0, 2.0], requires_grad=True)
+    yt = xt * 3
+    with torch.no_grad():
+        yt += 1
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(x.grad.tolist(), xt.grad.tolist())
+
+
+def test_no_grad_inside_a_symbolic_trace_is_stop_gradient():
+    def f(x):
+        with mg.no_grad():
+            return x * x
+    tf = mg.trace(f, np.ones(2, np.float32))
+    assert 'stop_gradient' in str(tf.graph)
+    with tf.graph.as_default():
+        dx, = mg.gradients(tf.outputs[0].sum(), tf.inputs)
+    np.testing.assert_allclose(mg.Session(tf.graph).run(dx, tf.feeds([np.ones(2, np.float32)])), [0.0, 0.0])
