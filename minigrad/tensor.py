@@ -153,6 +153,12 @@ def _binop(prim, plain=_PLAIN, reflected=False):
     return op
 
 
+class Rebinds:
+    """How many times a Module attribute was rebound (nn.Module.__setattr__ counts): mg.jit retraces
+    after one, since a replaced Parameter is a new tensor its traced graph does not read."""
+    count = 0
+
+
 class Tensor(OpsMixin):
     """An eager value that can record how it was computed.
 

@@ -13,8 +13,9 @@
 seen (see JitFunction).
 
 Tensors the function uses but does not receive (module parameters, closed-over
-tensors) become Variables when they require grad (each call feeds their current
-``.data``, so training updates are seen) and constants otherwise.
+tensors) become Variables: each call feeds their current ``.data``, so training updates
+and in-place changes are seen. mg.jit also guards the Python scalars fn reads from its
+globals and closure by exact value, and retraces after a Module attribute is rebound.
 """
 from __future__ import annotations
 
@@ -28,10 +29,9 @@ from . import core
 from .core import OPS, fmt_shape, register_primitive
 from .core import Aval
 from .errors import TraceError, MinigradError, InputError
-from .graph import (Graph, Symbol, Variable, placeholder, constant, user_line, gradients, PLACEHOLDER, VARIABLE,
-                    CONSTANT)
+from .graph import (Graph, Symbol, Variable, placeholder, user_line, gradients, PLACEHOLDER, VARIABLE, CONSTANT)
 from .session import Session, _flatten, _unflatten
-from .tensor import Tensor, Tape, tensor, is_grad_enabled, enable_grad
+from .tensor import Tensor, Tape, Rebinds, tensor, is_grad_enabled, enable_grad
 from .forward import Dual, push
 from .control import replay
 from .compiler import compile as compile_graph
@@ -235,7 +235,7 @@ def _run(traced: TracedFunction, arrays) -> list:
 
 
 class _Captures:
-    """The capture_tensor hook: an outside Tensor becomes a Variable (requires grad) or a constant."""
+    """The capture_tensor hook: an outside Tensor becomes a Variable, fed its current ``.data`` each call."""
 
     def __init__(self, graph):
         self.graph, self.syms, self.params = graph, {}, []
@@ -243,13 +243,10 @@ class _Captures:
     def __call__(self, _graph, t: Tensor) -> Symbol:
         key = id(t)
         if key not in self.syms:
-            with self.graph.as_default():
-                if t.requires_grad:
-                    v = Variable(t.data, name=t.name or 'param')
-                    self.params.append((v, t))
-                    self.syms[key] = v
-                else:
-                    self.syms[key] = constant(t.data, name=t.name)
+            with self.graph.as_default():       # a Variable fed t.data on every call: never a stale copy
+                v = Variable(t.data, name=t.name or ('param' if t.requires_grad else 'captured'))
+                self.params.append((v, t))
+                self.syms[key] = v
             self.syms[key, 'ref'] = t      # keep t alive so its id stays unique
         return self.syms[key]
 
@@ -438,6 +435,20 @@ class JitEntry:
         self.key, self.guards, self.graph, self.inputs, self.outputs = key, guards, graph, inputs, outputs
         self.template, self.params, self.breaks, self.segments = template, params, breaks, segments
         self.callee = None      # the 'call' node's Callee, made when derivatives are first needed
+        self.free, self.epoch = [], Rebinds.count     # set by JitFunction._trace
+
+    def free_values_hold(self) -> bool:
+        """The Python scalars fn reads (globals, closure cells) are unchanged, and no Module attribute
+        was rebound (a replaced Parameter must be traced anew, not read from the old tensor)."""
+        if self.epoch != Rebinds.count:
+            return False
+        for _, read, value in self.free:
+            try:
+                if _exact(read()) != value:
+                    return False
+            except ValueError:      # a closure cell emptied since
+                return False
+        return True
 
     @property
     def graphs(self) -> list[Graph]:
@@ -477,12 +488,37 @@ def _is_scalar(a) -> bool:
     return isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)
 
 
+def _exact(v):
+    """A Python scalar as a key that tells -0.0 from 0.0 and finds nan equal to nan (float.hex)."""
+    return (type(v), v.hex() if isinstance(v, float) else v)
+
+
+def _free_scalars(fn) -> list:
+    """(label, read) for the Python scalars fn's own code reads from its globals and closure cells:
+    guarded by exact value, so changing one retraces instead of reusing a stale constant."""
+    code, out = getattr(fn, '__code__', None), []
+    if code is None:
+        return out
+    glob = getattr(fn, '__globals__', {})
+    for name in code.co_names:
+        if _is_scalar(glob.get(name)):
+            out.append((name, lambda name=name: glob.get(name)))
+    for name, cell in zip(code.co_freevars, getattr(fn, '__closure__', None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:          # a cell not filled yet
+            continue
+        if _is_scalar(value):
+            out.append((name, lambda cell=cell: cell.cell_contents))
+    return out
+
+
 def _key(args, names) -> tuple:
     """The input guards: shape and dtype of each array, type and value of each Python scalar."""
     key, text = [], []
     for a, n in zip(args, names):
         if _is_scalar(a):
-            key.append((type(a), a))
+            key.append(_exact(a))
             text.append(f'{n} == {a!r} ({type(a).__name__})')
         else:
             arr = _as_array(a)
@@ -527,6 +563,9 @@ class JitFunction:
         arrays = [None if _is_scalar(a) else _as_array(a) for a in args]
         for k, entry in reversed(list(self.cache.items())):      # most recently used first
             if entry.key == key:
+                if not entry.free_values_hold():
+                    self.guard_failures += 1
+                    continue
                 flat = entry.run(arrays)
                 if flat is not None:
                     self.hits += 1
@@ -560,6 +599,10 @@ class JitFunction:
             g.capture_tensor = g.tracer = None      # later value requests raise as usual
         segments = _split(g, tracer.breaks, outputs, self.__name__, self.backend)
         entry = JitEntry(key, text, g, inputs, outputs, template, hook.params, tracer.breaks, segments)
+        entry.free = [(name, read, _exact(read())) for name, read in _free_scalars(self.fn)]
+        entry.guards += [f'{name} == {read()!r} (global or closed-over {type(read()).__name__})'
+                         for name, read, _ in entry.free]
+        entry.epoch = Rebinds.count
         self.trace_count += 1
         self.cache[id(entry)] = entry
         if len(self.cache) > self.cache_size:

@@ -298,3 +298,55 @@ def test_no_grad_inside_a_symbolic_trace_is_stop_gradient():
     with tf.graph.as_default():
         dx, = mg.gradients(tf.outputs[0].sum(), tf.inputs)
     np.testing.assert_allclose(mg.Session(tf.graph).run(dx, tf.feeds([np.ones(2, np.float32)])), [0.0, 0.0])
+
+
+def test_jit_reads_captured_tensors_and_guards_free_scalars_exactly():
+    c = mg.tensor([1.0, 2.0])
+    f = mg.jit(lambda x: x * c)
+    f(np.ones(2))
+    c += 1                                  # an in-place change of a closed-over tensor is seen
+    np.testing.assert_allclose(f(np.ones(2)), [2.0, 3.0])
+    scale = [2.0]
+    g = mg.jit(lambda x: x * scale_of(scale))
+    np.testing.assert_allclose(g(np.ones(2)), [2.0, 2.0])
+    h = mg.jit(lambda x, s: x * s)
+    h(np.ones(2), 0.0)
+    assert np.signbit(h(np.ones(2), -0.0)).all() and h.trace_count == 2     # -0.0 is not 0.0
+    h(np.ones(2), float('nan'))
+    h(np.ones(2), float('nan'))
+    assert h.trace_count == 3                                               # nan hits its own entry
+
+
+def scale_of(box):
+    return box[0]
+
+
+FACTOR = 2.0
+
+
+def test_jit_guards_globals_and_rebound_parameters():
+    f = mg.jit(lambda x: x * FACTOR)
+    np.testing.assert_allclose(f(np.ones(2)), [2.0, 2.0])
+    globals()['FACTOR'] = 3.0
+    try:
+        np.testing.assert_allclose(f(np.ones(2)), [3.0, 3.0])
+    finally:
+        globals()['FACTOR'] = 2.0
+    m = mg.nn.Linear(2, 1)
+    k = mg.jit(lambda x: m(x))
+    x = np.ones((1, 2), np.float32)
+    k(x)
+    m.bias = mg.nn.Parameter(np.full(m.bias.shape, 5.0, np.float32))
+    np.testing.assert_allclose(k(x), m(mg.tensor(x)).data, rtol=1e-6)
+
+
+def test_guard_values_come_from_the_compiled_kernels():
+    pytest.importorskip('numba')
+    x = np.array([1.8592438], np.float32)      # numba's pow differs from numpy's by 1 ulp here
+
+    def fn(a):
+        return a * float(((a ** 2.7 + 0.5) * 1.0).sum())
+    f = mg.jit(fn, backend='numba')
+    f(x)
+    f(x)
+    assert f.trace_count == 1 and f.hits == 1
