@@ -32,6 +32,7 @@ from .errors import TraceError, MinigradError, InputError
 from .graph import (Graph, Symbol, Variable, placeholder, user_line, gradients, PLACEHOLDER, VARIABLE, CONSTANT)
 from .session import Session, _flatten, _unflatten
 from .tensor import Tensor, Tape, Rebinds, tensor, is_grad_enabled, enable_grad
+from .autodiff import state
 from .forward import Dual, push
 from .control import replay
 from .compiler import compile as compile_graph
@@ -133,8 +134,8 @@ CALL = register_primitive('call', _call_impl, _call_rule, _call_vjp, jvp=_call_j
 
 def _needs_call_node(args, params) -> bool:
     """Record one 'call' node: some argument is a Dual, or a Tensor (or captured tensor) needing grad."""
-    if any(type(a) is Dual for a in args):
-        return True
+    if any(type(a) is Dual for a in args) or (state.tapes and any(isinstance(a, Tensor) for a in args)):
+        return True                 # (an open mg.Tape, e.g. mg.trace(symbolic=False), must see the call too)
     return is_grad_enabled() and any(isinstance(a, Tensor) for a in args) and \
         any(t.requires_grad for t in (*[a for a in args if isinstance(a, Tensor)], *[t for _, t in params]))
 
@@ -308,7 +309,12 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
                 return x
 
             for e in tape.entries:     # each recorded op -> one node, same primitive and params
-                res = core.apply(OPS[e.op], *[sym(a) for a in e.inputs], **e.params)
+                if e.op == CALL.name:  # a jit / trace function: its graph, copied in
+                    c, k = e.params['callee'], e.params['index']
+                    res = g.lift(replay(c.graph, [sym(a) for a in e.inputs], inputs=c.inputs,
+                                        outputs=[c.outputs[k]])[0])
+                else:
+                    res = core.apply(OPS[e.op], *[sym(a) for a in e.inputs], **e.params)
                 if e.no_grad:          # computed under mg.no_grad(): the graph must not differentiate it
                     res = core.apply(OPS["stop_gradient"], res)
                 env[id(e.output)] = res

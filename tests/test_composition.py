@@ -350,3 +350,14 @@ def test_guard_values_come_from_the_compiled_kernels():
     f(x)
     f(x)
     assert f.trace_count == 1 and f.hits == 1
+
+
+def test_a_jit_call_is_recorded_on_an_open_tape():
+    f = mg.jit(lambda a: (a * a).sum())
+    t = mg.trace(lambda a: f(a) * 2, np.ones(2, np.float32), symbolic=False)    # not a stale captured value
+    np.testing.assert_allclose(t(np.array([1.0, 2.0], np.float32)), 10.0)
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    with mg.Tape() as tape:
+        f(x)
+    assert [e.op for e in tape.entries] == ['call']
+    mg.draw(tape)
