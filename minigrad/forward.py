@@ -16,7 +16,7 @@ from . import core
 from .core import aval_of, describe, fmt_shape
 from .errors import ForwardError, ShapeError
 from .functional import OpsMixin, reshape, stack
-from .graph import Symbol, gradients
+from .graph import Symbol, gradients, zeros_like as graph_zeros_like
 from .tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
 
 
@@ -158,11 +158,13 @@ def _inputs(primals, tangents):
         raise ForwardError(f'jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal')
     ps, ts = [], []
     for i, (p, t) in enumerate(zip(primals, tangents)):
-        p = p if isinstance(p, (core.hooks.tensor_type, Dual)) else tensor(p)
+        p = p if isinstance(p, (core.hooks.tensor_type, Dual, Symbol)) else tensor(p)
         if aval_of(p).dtype.kind != 'f':
             raise ForwardError(f'jvp: primal {i} is {describe(p)}; only floating inputs have tangents '
                                f'(convert it with .astype(mg.float32))')
-        t = t if isinstance(t, (core.hooks.tensor_type, Dual)) else tensor(t, dtype=aval_of(p).dtype)
+        if not isinstance(t, (core.hooks.tensor_type, Dual, Symbol)):       # (on Symbols: a graph constant)
+            t = tensor(t, dtype=aval_of(p).dtype)
+            t = t.data if isinstance(p, Symbol) else t
         if aval_of(t).shape != aval_of(p).shape:
             raise ShapeError(f'jvp: tangent {i} has shape {fmt_shape(aval_of(t).shape)} but primal {i} has shape '
                              f'{fmt_shape(aval_of(p).shape)}; a tangent must have its primal\'s shape')
@@ -175,8 +177,8 @@ def _split(out, level):
     """(primal, tangent) of one output of fn; an output that does not depend on the inputs has tangent 0."""
     if type(out) is Dual and out.level == level:
         return out.primal, out.tangent
-    if isinstance(out, core.hooks.symbol_type):
-        raise ForwardError('jvp: fn returned a Symbol; forward mode works on values (Tensors or arrays)')
+    if isinstance(out, Symbol):     # inside mg.trace / mg.jit: an output that does not depend on the inputs
+        return out, graph_zeros_like(out)
     out = out if isinstance(out, (Tensor, Dual)) else tensor(out)
     av = aval_of(out)
     return out, tensor(np.zeros(av.shape, av.dtype if av.dtype.kind == 'f' else core.DEFAULT_FLOAT))
@@ -267,7 +269,10 @@ def _one_input(x, who):
     if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
         raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
                            f'of {len(x)}: concatenate them, or close over the others')
-    x = x if isinstance(x, (Tensor, Dual, core.hooks.symbol_type)) else tensor(x)
+    x = x if isinstance(x, (Tensor, Dual, Symbol)) else tensor(x)
+    if isinstance(x, Symbol) and (x.shape is None or None in x.shape):
+        raise ForwardError(f'{who}: the input {describe(x)} has no full shape, so its Jacobian has none; give the '
+                           f'placeholder a shape (mg.placeholder(dtype, shape))')
     if aval_of(x).dtype.kind != 'f':
         raise ForwardError(f'{who}: the input is {describe(x)}; only floating inputs can be differentiated '
                            f'(convert it with .astype(mg.float32))')
@@ -275,7 +280,7 @@ def _one_input(x, who):
 
 
 def _one_output(out, who):
-    if not isinstance(out, (Tensor, Dual, core.hooks.symbol_type)):
+    if not isinstance(out, (Tensor, Dual, Symbol)):
         raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
                            f'{type(out).__name__}')
     if aval_of(out).dtype.kind != 'f':

@@ -125,6 +125,15 @@ MODES = {
     'jit(jacrev)': (lambda P, x: mg.jit(mg.jacrev(P.mg))(mg.tensor(x)), lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
     'trace(jacrev)': (lambda P, x: mg.trace(mg.jacrev(P.mg), x)(mg.tensor(x)),
                       lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'jit(jacfwd)': (lambda P, x: mg.jit(mg.jacfwd(P.mg))(mg.tensor(x)), lambda P, x: tfunc.jacfwd(P.torch)(_t(x))),
+    'trace(jacfwd)': (lambda P, x: mg.trace(mg.jacfwd(P.mg), x)(mg.tensor(x)),
+                      lambda P, x: tfunc.jacfwd(P.torch)(_t(x))),
+    'jit(jvp)': (lambda P, x: mg.jit(lambda a: mg.jvp(P.mg, (a,), (P.v,))[1])(mg.tensor(x)),
+                 lambda P, x: tfunc.jvp(P.torch, (_t(x),), (_t(P.v),))[1]),
+    'backward(jvp)': (lambda P, x: _backward(lambda a: mg.jvp(P.mg_scalar, (a,), (mg.tensor(P.v),))[1])(x),
+                      lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x)) @ _t(P.v)),
+    'jacrev(jvp)': (lambda P, x: mg.jacrev(lambda a: mg.jvp(P.mg, (a,), (mg.tensor(P.v),))[1])(mg.tensor(x)),
+                    lambda P, x: tfunc.jacrev(lambda a: tfunc.jvp(P.torch, (a,), (_t(P.v),))[1])(_t(x))),
     'jit(jit)': (lambda P, x: mg.jit(mg.jit(P.mg))(mg.tensor(x)), lambda P, x: P.torch(_t(x))),
     'jacrev(jacrev(jit))': (lambda P, x: mg.jacrev(mg.jacrev(mg.jit(P.mg_scalar)))(mg.tensor(x)),
                             lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
@@ -361,3 +370,16 @@ def test_a_jit_call_is_recorded_on_an_open_tape():
         f(x)
     assert [e.op for e in tape.entries] == ['call']
     mg.draw(tape)
+
+
+def test_unsupported_compositions_say_so_and_name_the_alternative():
+    def loop(x):
+        start = mg.constant(0) if isinstance(x, mg.Symbol) else mg.tensor(0)
+        return mg.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, mg.sin(y) * x), [start, x])[1].sum()
+    x = mg.tensor([0.3, -0.5])
+    with pytest.raises(mg.MinigradError, match='unroll the loop'):
+        mg.jacrev(mg.jacrev(mg.jit(loop)))(x)           # second reverse derivative through while_loop
+    with pytest.raises(mg.MinigradError, match='use mg.jacfwd'):
+        mg.jacrev(mg.jacfwd(mg.jit(loop)))(x)           # reverse over forward tangents of a jit while_loop
+    H = mg.jacfwd(mg.jacrev(mg.jit(loop)))(x)           # the alternatives work
+    np.testing.assert_allclose(_np(H), _np(mg.jacfwd(mg.jacfwd(loop))(x)), rtol=1e-6)
