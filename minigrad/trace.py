@@ -169,7 +169,8 @@ def _inline(graph, inputs, outputs, params, args):
 
 def _copy_aliases(values, arrays):
     """Outputs that are (views of) an input or a captured tensor's array are copied: the caller owns them."""
-    return [np.array(v) if any(isinstance(a, np.ndarray) and np.may_share_memory(v, a) for a in arrays) else v
+    return [v if (v.base is None and all(v is not a for a in arrays)) or       # speed: a fresh array
+            not any(isinstance(a, np.ndarray) and np.may_share_memory(v, a) for a in arrays) else np.array(v)
             for v in values]
 
 
@@ -519,18 +520,15 @@ def _free_scalars(fn) -> list:
     return out
 
 
-def _key(args, names) -> tuple:
-    """The input guards: shape and dtype of each array, type and value of each Python scalar."""
-    key, text = [], []
-    for a, n in zip(args, names):
-        if _is_scalar(a):
-            key.append(_exact(a))
-            text.append(f'{n} == {a!r} ({type(a).__name__})')
-        else:
-            arr = _as_array(a)
-            key.append((arr.shape, arr.dtype.str))
-            text.append(f'{n}: {arr.dtype} {fmt_shape(arr.shape)}')
-    return tuple(key), text
+def _key(args, arrays) -> tuple:
+    """The input guards: shape and dtype of each array, type and exact value of each Python scalar."""
+    return tuple(_exact(a) if arr is None else (arr.shape, arr.dtype.str) for a, arr in zip(args, arrays))
+
+
+def _key_text(args, arrays, names) -> list:
+    """The input guards in words, for explain()."""
+    return [f'{n} == {a!r} ({type(a).__name__})' if arr is None else f'{n}: {arr.dtype} {fmt_shape(arr.shape)}'
+            for a, arr, n in zip(args, arrays, names)]
 
 
 class JitFunction:
@@ -564,9 +562,8 @@ class JitFunction:
     def __call__(self, *args):
         if any(isinstance(a, Symbol) for a in args):
             return self.fn(*args)       # inside another trace or jit: fn's ops go into that graph
-        names = _arg_names(self.fn, len(args))
-        key, text = _key(args, names)
         arrays = [None if _is_scalar(a) else _as_array(a) for a in args]
+        key = _key(args, arrays)
         for k, entry in reversed(list(self.cache.items())):      # most recently used first
             if entry.key == key:
                 if not entry.free_values_hold():
@@ -579,7 +576,8 @@ class JitFunction:
                     return self._result(entry, flat, args)
                 self.guard_failures += 1
         self.misses += 1
-        entry = self._trace(args, arrays, names, key, text)
+        names = _arg_names(self.fn, len(args))     # (only when tracing: inspect.signature is slow)
+        entry = self._trace(args, arrays, names, key, _key_text(args, arrays, names))
         flat = entry.run(arrays, calibrate=True)
         if flat is None:           # the traced run and the compiled run disagree on a branch
             raise TraceError(f'mg.jit({self.__name__}): the compiled graphs failed a guard at the very inputs '

@@ -383,3 +383,22 @@ def test_unsupported_compositions_say_so_and_name_the_alternative():
         mg.jacrev(mg.jacfwd(mg.jit(loop)))(x)           # reverse over forward tangents of a jit while_loop
     H = mg.jacfwd(mg.jacrev(mg.jit(loop)))(x)           # the alternatives work
     np.testing.assert_allclose(_np(H), _np(mg.jacfwd(mg.jacfwd(loop))(x)), rtol=1e-6)
+
+
+NUMBA_MODES = ['backward(jit)', 'jacrev(jit)', 'jvp(jit)', 'jacfwd(jacrev(jit))']
+
+
+@pytest.mark.parametrize('mode', NUMBA_MODES)
+def test_composition_through_jit_on_the_numba_backend(mode, monkeypatch):
+    pytest.importorskip('numba')
+    monkeypatch.setenv('MINIGRAD_BACKEND', 'numba')
+    check(mode, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', range(1, 6))
+@pytest.mark.parametrize('mode', [m for m in MODES if 'jit' in m])
+def test_composition_through_jit_on_the_numba_backend_larger(mode, seed, monkeypatch):
+    pytest.importorskip('numba')
+    monkeypatch.setenv('MINIGRAD_BACKEND', 'numba')
+    check(mode, seed)
