@@ -18,7 +18,7 @@ import numpy as np
 
 from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, ForwardError
 from .functional import OpsMixin
 from .autodiff import reverse_sweep, state
 
@@ -294,6 +294,11 @@ class Graph:
             if self.parent is not None:          # inside a cond/while body: the outer graph decides
                 return self.capture(self.parent.lift(x, like))
             raise GraphError(_mix_message(x, like))
+        if isinstance(x, core.hooks.dual_type):
+            raise ForwardError('a forward-mode value (a Dual of mg.jvp / mg.jacfwd) cannot become part of a graph: '
+                               'forward mode inside mg.jit / mg.trace cannot go into mg.cond or mg.while_loop '
+                               '(their bodies are built once as sub-graphs). Differentiate the jit function from '
+                               'outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
             non_bool = [d for d in dts if d != np.bool_] or dts

@@ -381,6 +381,11 @@ def test_unsupported_compositions_say_so_and_name_the_alternative():
         mg.jacrev(mg.jacrev(mg.jit(loop)))(x)           # second reverse derivative through while_loop
     with pytest.raises(mg.MinigradError, match='use mg.jacfwd'):
         mg.jacrev(mg.jacfwd(mg.jit(loop)))(x)           # reverse over forward tangents of a jit while_loop
+    branchy = lambda a: mg.cond(a.sum() > 0, lambda: mg.sin(a) * a, lambda: a * a)
+    with pytest.raises(mg.MinigradError, match=r'mg.jvp\(mg.jit\(f\)'):
+        mg.jit(lambda a: mg.jvp(branchy, (a,), (np.ones(2),))[1])(x)    # forward mode into a cond body
+    np.testing.assert_allclose(_np(mg.jvp(mg.jit(branchy), (x,), (mg.tensor(np.ones(2)),))[1]),
+                               _np(mg.jvp(branchy, (x,), (mg.tensor(np.ones(2)),))[1]), rtol=1e-6)
     H = mg.jacfwd(mg.jacrev(mg.jit(loop)))(x)           # the alternatives work
     np.testing.assert_allclose(_np(H), _np(mg.jacfwd(mg.jacfwd(loop))(x)), rtol=1e-6)
 
