@@ -13,6 +13,7 @@ import minigrad as mg
 
 torch = pytest.importorskip('torch')
 tfunc = pytest.importorskip('torch.func')
+needs_numba = pytest.mark.skipif(not mg.compiler.kernels.available(), reason='numba is not installed')
 
 N_IN, N_OUT = 3, 2
 
@@ -349,8 +350,8 @@ def test_jit_guards_globals_and_rebound_parameters():
     np.testing.assert_allclose(k(x), m(mg.tensor(x)).data, rtol=1e-6)
 
 
+@needs_numba
 def test_guard_values_come_from_the_compiled_kernels():
-    pytest.importorskip('numba')
     x = np.array([1.8592438], np.float32)      # numba's pow differs from numpy's by 1 ulp here
 
     def fn(a):
@@ -393,17 +394,17 @@ def test_unsupported_compositions_say_so_and_name_the_alternative():
 NUMBA_MODES = ['backward(jit)', 'jacrev(jit)', 'jvp(jit)', 'jacfwd(jacrev(jit))']
 
 
+@needs_numba
 @pytest.mark.parametrize('mode', NUMBA_MODES)
 def test_composition_through_jit_on_the_numba_backend(mode, monkeypatch):
-    pytest.importorskip('numba')
     monkeypatch.setenv('MINIGRAD_BACKEND', 'numba')
     check(mode, 0)
 
 
 @pytest.mark.slow
+@needs_numba
 @pytest.mark.parametrize('seed', range(1, 6))
 @pytest.mark.parametrize('mode', [m for m in MODES if 'jit' in m])
 def test_composition_through_jit_on_the_numba_backend_larger(mode, seed, monkeypatch):
-    pytest.importorskip('numba')
     monkeypatch.setenv('MINIGRAD_BACKEND', 'numba')
     check(mode, seed)
