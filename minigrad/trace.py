@@ -162,9 +162,9 @@ def _inline(graph, inputs, outputs, params, args):
     """A traced function called on Symbols (inside another trace or jit): its graph, copied in."""
     vals = replay(graph, [*args, *[t for _, t in params]], inputs=[*inputs, *[v for v, _ in params]],
                   outputs=outputs)
-    g = next(a for a in args if isinstance(a, Symbol)).graph
+    g = next(_value(a) for a in args if isinstance(_value(a), Symbol)).graph
     with g.as_default():
-        return [g.lift(v) for v in vals]
+        return [v if type(v) is Dual else g.lift(v) for v in vals]     # (Duals: mg.jvp inside a trace)
 
 
 def _copy_aliases(values, arrays):
@@ -195,7 +195,7 @@ class TracedFunction:
     def __call__(self, *args):
         if len(args) != len(self.inputs):
             raise TypeError(f'{self.__name__} was traced with {len(self.inputs)} inputs, got {len(args)}')
-        if any(isinstance(a, Symbol) for a in args):
+        if any(isinstance(_value(a), Symbol) for a in args):
             values = _inline(self.graph, self.inputs, self.outputs, self.params, args)
             return _unflatten(self._template, iter(values))
         arrays = [_as_array(a) for a in args]
@@ -560,7 +560,7 @@ class JitFunction:
         self.__name__ = getattr(fn, '__name__', 'fn')
 
     def __call__(self, *args):
-        if any(isinstance(a, Symbol) for a in args):
+        if any(isinstance(_value(a), Symbol) for a in args):
             return self.fn(*args)       # inside another trace or jit: fn's ops go into that graph
         arrays = [None if _is_scalar(a) else _as_array(a) for a in args]
         key = _key(args, arrays)
