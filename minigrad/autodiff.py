@@ -6,11 +6,23 @@ same value along different paths (the 'sum over paths' of the chain rule).
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable, Iterable
 
 import numpy as np
 
 from . import ops as P
+
+
+class _State(threading.local):
+    """Grad mode and the open tapes: each thread has its own (as PyTorch's grad mode). Kept here, below
+    tensor.py and graph.py, so that the tape, graph building and tracing all read the same mode."""
+    def __init__(self):
+        self.grad_enabled = True
+        self.tapes: list = []
+
+
+state = _State()
 
 
 def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp: Callable,

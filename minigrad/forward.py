@@ -16,7 +16,8 @@ from . import core
 from .core import aval_of, describe, fmt_shape
 from .errors import ForwardError, ShapeError
 from .functional import OpsMixin, reshape, stack
-from .tensor import Tensor, enable_grad, tensor
+from .graph import Symbol, gradients, zeros_like as graph_zeros_like
+from .tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
 
 
 class Dual(OpsMixin):
@@ -54,7 +55,14 @@ def dual_apply(prim, args, params):
         inner = type(a) is Dual and a.level == level
         primals.append(a.primal if inner else a)
         tangents.append(a.tangent if inner else None)
+    if prim.multiple_results:
+        primals = untaped(prim.name, primals)
     out = prim(*primals, **params)
+    if prim.multiple_results:       # cond, while: one tangent per float result
+        if prim.jvp is None:
+            raise ForwardError(f"jvp: '{prim.name}' has no jvp rule, so forward mode cannot go through it")
+        ts = prim.jvp(tuple(primals), tuple(tangents), out, **params)
+        return tuple(o if t is None or not _floating(o) else Dual(o, t, level) for o, t in zip(out, ts))
     if aval_of(out).dtype.kind != 'f':
         return out                  # bool / integer results have no tangent
     if prim.jvp is not None:
@@ -62,6 +70,37 @@ def dual_apply(prim, args, params):
     else:
         t = _jvp_from_vjp(prim, primals, tangents, out, params)
     return out if t is None else Dual(out, t, level)
+
+
+def untaped(op, ins):
+    """Tensors as arrays for a cond / while node: the tape records one result per op, so these run
+    unrecorded, and a Tensor that needs a gradient through them is refused rather than cut off."""
+    tensors = [v for v in ins if isinstance(v, Tensor)]
+    if not tensors or any(isinstance(v, (core.hooks.symbol_type, Dual)) for v in ins):
+        return ins
+    if any(t.requires_grad for t in tensors) and is_grad_enabled():
+        raise ForwardError(f"a '{op}' node inside a jit / trace function cannot be recorded on the tape (reverse "
+                           f'mode over the forward-mode tangents of a function with control flow); use '
+                           f'mg.jacfwd / mg.jvp for both derivatives, or call the function unjitted')
+    return [v.data if isinstance(v, Tensor) else v for v in ins]
+
+
+def _floating(v) -> bool:
+    return getattr(v, 'dtype', None) is not None and np.dtype(v.dtype).kind == 'f'
+
+
+def push(fn, primals, tangents) -> tuple[list, list]:
+    """fn(*primals) (a list of values) and their tangents (None where zero), for the JVP rules of
+    control flow and jit calls: any values (arrays, Tensors, Symbols, Duals of outer levels) at a fresh
+    level, no input checks. A None tangent means the primal is held fixed."""
+    _levels.depth += 1
+    level = _levels.depth
+    try:
+        outs = fn(*[p if t is None else Dual(p, t, level) for p, t in zip(primals, tangents)])
+    finally:
+        _levels.depth -= 1
+    pairs = [(o.primal, o.tangent) if type(o) is Dual and o.level == level else (o, None) for o in outs]
+    return [p for p, _ in pairs], [t for _, t in pairs]
 
 
 def _jvp_from_vjp(prim, primals, tangents, out, params):
@@ -119,11 +158,13 @@ def _inputs(primals, tangents):
         raise ForwardError(f'jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal')
     ps, ts = [], []
     for i, (p, t) in enumerate(zip(primals, tangents)):
-        p = p if isinstance(p, (core.hooks.tensor_type, Dual)) else tensor(p)
+        p = p if isinstance(p, (core.hooks.tensor_type, Dual, Symbol)) else tensor(p)
         if aval_of(p).dtype.kind != 'f':
             raise ForwardError(f'jvp: primal {i} is {describe(p)}; only floating inputs have tangents '
                                f'(convert it with .astype(mg.float32))')
-        t = t if isinstance(t, (core.hooks.tensor_type, Dual)) else tensor(t, dtype=aval_of(p).dtype)
+        if not isinstance(t, (core.hooks.tensor_type, Dual, Symbol)):       # (on Symbols: a graph constant)
+            t = tensor(t, dtype=aval_of(p).dtype)
+            t = t.data if isinstance(p, Symbol) else t
         if aval_of(t).shape != aval_of(p).shape:
             raise ShapeError(f'jvp: tangent {i} has shape {fmt_shape(aval_of(t).shape)} but primal {i} has shape '
                              f'{fmt_shape(aval_of(p).shape)}; a tangent must have its primal\'s shape')
@@ -136,8 +177,8 @@ def _split(out, level):
     """(primal, tangent) of one output of fn; an output that does not depend on the inputs has tangent 0."""
     if type(out) is Dual and out.level == level:
         return out.primal, out.tangent
-    if isinstance(out, core.hooks.symbol_type):
-        raise ForwardError('jvp: fn returned a Symbol; forward mode works on values (Tensors or arrays)')
+    if isinstance(out, Symbol):     # inside mg.trace / mg.jit: an output that does not depend on the inputs
+        return out, graph_zeros_like(out)
     out = out if isinstance(out, (Tensor, Dual)) else tensor(out)
     av = aval_of(out)
     return out, tensor(np.zeros(av.shape, av.dtype if av.dtype.kind == 'f' else core.DEFAULT_FLOAT))
@@ -171,7 +212,8 @@ def jacfwd(fn):
 def jacrev(fn):
     """The Jacobian of ``fn`` (one array in, one array out) by reverse mode: one backward through the
     tape per output element, so it is cheap for few outputs. Shape out.shape + x.shape; the returned
-    function's ``.passes`` counts the backward passes of its last call.
+    function's ``.passes`` counts the backward passes of its last call. The result is differentiable
+    again (jacrev(jacrev(f)), jacfwd(jacrev(f)), mg.jvp of it); on Symbols it adds mg.gradients nodes.
 
     >>> import minigrad as mg
     >>> J = mg.jacrev(lambda x: (x * x).sum(keepdims=True))
@@ -180,22 +222,43 @@ def jacrev(fn):
     """
     def jac(x):
         x = _one_input(x, 'jacrev')
-        if type(x) is Dual:
-            raise ForwardError('jacrev: the input is a Dual (jacrev inside mg.jvp); use jacfwd there')
-        leaf = Tensor._make(np.array(x.data), requires_grad=True)      # a fresh leaf: x's own graph is untouched
-        out = _one_output(fn(leaf), 'jacrev')
-        m = out.data.size
-        rows = []
-        for i in range(m):
-            leaf.grad = None
-            if out.requires_grad:
-                out.backward(gradient=np.eye(1, m, i, out.dtype).reshape(out.shape), retain_graph=i < m - 1)
-            rows.append(np.zeros(x.shape, x.dtype) if leaf.grad is None else leaf.grad.data)
-        jac.passes = m
-        return _zeros(out.shape + x.shape, x.dtype) if not rows else Tensor._make(
-            np.stack(rows).reshape(out.shape + x.shape))
+        if type(x) is Dual:         # inside mg.jvp: the same Jacobian by forward mode keeps x's tangent
+            inner = jacfwd(fn)
+            res = inner(x)
+            jac.passes = inner.passes
+            return res
+        out, rows = (_rows_graph if isinstance(x, Symbol) else _rows_tape)(fn, x)
+        jac.passes = len(rows)
+        if not rows:
+            return _zeros(aval_of(out).shape + aval_of(x).shape, aval_of(x).dtype)
+        return reshape(stack(rows), aval_of(out).shape + aval_of(x).shape)
     jac.passes = 0
     return jac
+
+
+def _seeds(out):
+    av = aval_of(out)
+    m = int(np.prod(av.shape))
+    return [np.eye(1, m, i, av.dtype).reshape(av.shape) for i in range(m)]
+
+
+def _rows_tape(fn, x):
+    """fn(x) and the rows of its Jacobian on the tape, recorded when an outer derivative needs them."""
+    outer = x.requires_grad and is_grad_enabled()
+    # a node of its own (outer) or a fresh leaf: the sweep ends at it, x's own graph stays untouched
+    leaf = x.clone() if outer else Tensor._make(np.array(x.data), requires_grad=True)
+    with enable_grad():
+        out = _one_output(fn(leaf), 'jacrev')
+    return out, [tape_grad(out, leaf, s, create_graph=outer) for s in _seeds(out)]
+
+
+def _rows_graph(fn, x):
+    """fn(x) and the rows of its Jacobian as mg.gradients nodes (jacrev inside mg.trace / mg.jit)."""
+    out = _one_output(fn(x), 'jacrev')
+    if aval_of(out).shape is None or None in aval_of(out).shape:
+        raise ForwardError('jacrev: the output shape is not known when tracing, so the Jacobian has no static '
+                           'shape; give the placeholder a full shape')
+    return out, [gradients(out, [x], s)[0] for s in _seeds(out)]
 
 
 def _zeros(shape, dtype):
@@ -206,7 +269,10 @@ def _one_input(x, who):
     if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
         raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
                            f'of {len(x)}: concatenate them, or close over the others')
-    x = x if isinstance(x, (Tensor, Dual)) else tensor(x)
+    x = x if isinstance(x, (Tensor, Dual, Symbol)) else tensor(x)
+    if isinstance(x, Symbol) and (x.shape is None or None in x.shape):
+        raise ForwardError(f'{who}: the input {describe(x)} has no full shape, so its Jacobian has none; give the '
+                           f'placeholder a shape (mg.placeholder(dtype, shape))')
     if aval_of(x).dtype.kind != 'f':
         raise ForwardError(f'{who}: the input is {describe(x)}; only floating inputs can be differentiated '
                            f'(convert it with .astype(mg.float32))')
@@ -214,7 +280,7 @@ def _one_input(x, who):
 
 
 def _one_output(out, who):
-    if not isinstance(out, (Tensor, Dual)):
+    if not isinstance(out, (Tensor, Dual, Symbol)):
         raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
                            f'{type(out).__name__}')
     if aval_of(out).dtype.kind != 'f':

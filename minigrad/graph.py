@@ -18,9 +18,9 @@ import numpy as np
 
 from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError
 from .functional import OpsMixin
-from .autodiff import reverse_sweep
+from .autodiff import reverse_sweep, state
 
 
 def _node_kind(name, doc, impl=None, rule=None, **fields):
@@ -305,6 +305,11 @@ class Graph:
             if self.parent is not None:          # inside a cond/while body: the outer graph decides
                 return self.capture(self.parent.lift(x, like))
             raise GraphError(_mix_message(x, like))
+        if isinstance(x, core.hooks.dual_type):
+            raise ForwardError('a forward-mode value (a Dual of mg.jvp / mg.jacfwd) cannot become part of a graph: '
+                               'forward mode inside mg.jit / mg.trace cannot go into mg.cond or mg.while_loop '
+                               '(their bodies are built once as sub-graphs). Differentiate the jit function from '
+                               'outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
             non_bool = [d for d in dts if d != np.bool_] or dts
@@ -555,6 +560,8 @@ def graph_apply(prim: Primitive, args, params):
         raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
     multiple = prim.multiple_results
     outs = g.add_node(prim, inputs, params, list(avals) if multiple else [avals])
+    if not state.grad_enabled and prim.vjp is not None:     # built under mg.no_grad(): as on the tape,
+        outs = [P.stop_gradient(o) if o.dtype.kind == 'f' else o for o in outs]     # no gradient flows back
     return tuple(outs) if multiple else outs[0]
 
 

@@ -17,7 +17,7 @@ from . import functional as F
 from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, apply, check_int
 from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
-from .tensor import Tensor, tensor, rng, no_grad
+from .tensor import Tensor, Rebinds, tensor, rng, no_grad
 from . import optim
 from .compiler import compile as compile_
 from .control import cond
@@ -69,6 +69,9 @@ class Module:
     def __setattr__(self, name, value):
         if '_parameters' not in self.__dict__:      # a subclass may forget super().__init__()
             Module.__init__(self)
+        old = self.__dict__.get(name)
+        if isinstance(old, (Tensor, Module)) and old is not value:     # mg.jit entries traced before retrace
+            Rebinds.count += 1
         self._parameters.pop(name, None), self._modules.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value

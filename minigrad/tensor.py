@@ -11,28 +11,19 @@ from __future__ import annotations
 import functools
 import html
 import itertools
-import threading
 import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import core, ops as P
-from .autodiff import reverse_sweep
+from .autodiff import reverse_sweep, state     # grad mode lives there: graph building reads it too
 from .core import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, InputError, MinigradError, ShapeError
 from .functional import OpsMixin, negative
 from .errors import GraphError
 
 
-class _State(threading.local):
-    """Grad mode and the open tapes: each thread has its own (as PyTorch's grad mode)."""
-    def __init__(self):
-        self.grad_enabled = True
-        self.tapes: list = []
-
-
-state = _State()
 _next_seq = itertools.count().__next__
 
 
@@ -160,6 +151,12 @@ def _binop(prim, plain=_PLAIN, reflected=False):
                 return eager_apply(prim, (self, o), {})
             return core.apply(prim, self, o)
     return op
+
+
+class Rebinds:
+    """How many times a Module attribute was rebound (nn.Module.__setattr__ counts): mg.jit retraces
+    after one, since a replaced Parameter is a new tensor its traced graph does not read."""
+    count = 0
 
 
 class Tensor(OpsMixin):
@@ -333,7 +330,8 @@ class Tensor(OpsMixin):
         if self.retains_grad and res.grad_fn is not None:   # retain_grad() follows the tensor (as PyTorch)
             self.grad_fn.retained, res.grad_fn.retained = None, weakref.ref(self)
         self._replace_data(res.data, since)
-        self.grad_fn = res.grad_fn
+        if state.grad_enabled:          # under no_grad the change is unrecorded, but x keeps its history (PyTorch)
+            self.grad_fn = res.grad_fn
         if res.grad_fn is not None:
             self._requires_grad = True
         return self
@@ -521,6 +519,34 @@ def _check_grads(leaves):
                                    or t.grad.dtype != t.dtype):
             raise BackwardError(f'backward(): {describe(t)} has a .grad of {describe(t.grad)} to add to; a .grad '
                                 f'has its tensor\'s shape and dtype (set .grad = None, or opt.zero_grad(), first)')
+
+
+def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
+    """d<gradient, y>/dx as a Tensor, leaving every ``.grad`` alone (as torch.autograd.grad); zeros when y
+    does not depend on x. ``create_graph=True`` records the sweep, so the result is differentiable again.
+
+    >>> import minigrad as mg
+    >>> from minigrad.tensor import grad
+    >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
+    >>> grad((x * x).sum(), x).tolist()
+    [2.0, 4.0]
+    """
+    target = x.grad_fn or x
+    if not y._requires_grad or y.grad_fn is None:
+        return Tensor._make(_seed(y, gradient, False)) if y is x else zeros_like(x)
+    g = _seed(y, gradient, create_graph)
+    order, _ = _tape_order(y.grad_fn)
+    if x.grad_fn is not None:           # nothing recorded before x depends on x: the sweep stops at x
+        order = [n for n in order if n.seq > target.seq]
+    if _stale:
+        _check_saved(order)
+    ct = {id(y.grad_fn): g}
+    with (enable_grad() if create_graph else no_grad()):
+        reverse_sweep(order, ct, None, functools.partial(_call_vjp, create_graph=create_graph))
+    r = ct.get(id(target))
+    if r is None:
+        return zeros_like(x)
+    return r if isinstance(r, Tensor) else Tensor._make(np.array(r, dtype=x.data.dtype))
 
 
 def _seed(root, gradient, create_graph):

@@ -13,8 +13,9 @@
 seen (see JitFunction).
 
 Tensors the function uses but does not receive (module parameters, closed-over
-tensors) become Variables when they require grad (each call feeds their current
-``.data``, so training updates are seen) and constants otherwise.
+tensors) become Variables: each call feeds their current ``.data``, so training updates
+and in-place changes are seen. mg.jit also guards the Python scalars fn reads from its
+globals and closure by exact value, and retraces after a Module attribute is rebound.
 """
 from __future__ import annotations
 
@@ -25,18 +26,22 @@ from collections import OrderedDict
 import numpy as np
 
 from . import core
-from .core import PRIMITIVES, fmt_shape
+from .core import OPS, fmt_shape, register_primitive
 from .core import Aval
 from .errors import TraceError, MinigradError, InputError
-from .graph import Graph, Symbol, Variable, placeholder, constant, user_line, PLACEHOLDER, VARIABLE, CONSTANT
+from .graph import (Graph, Symbol, Variable, placeholder, user_line, gradients, PLACEHOLDER, VARIABLE, CONSTANT)
 from .session import Session, _flatten, _unflatten
-from .tensor import Tensor, Tape, tensor
+from .tensor import Tensor, Tape, Rebinds, tensor, is_grad_enabled, enable_grad
+from .autodiff import state
+from .forward import Dual, push
+from .control import replay
 from .compiler import compile as compile_graph
 from .compiler.rewrite import copy_node
 from .interpreter import evaluate
 
 
 def _as_array(x) -> np.ndarray:
+    x = _value(x)                 # a Dual's primal: mg.jvp of a jit / trace function
     if isinstance(x, Tensor):
         return x.data
     if isinstance(x, np.ndarray):
@@ -55,6 +60,120 @@ def _arg_names(fn, n) -> list[str]:
     return [params[i] if i < len(params) else f'arg{i}' for i in range(n)]
 
 
+# ------------------------------------------------------------------ a traced function called as one op
+class Callee:
+    """A traced graph called as one op (a 'call' node on the tape): ``inputs`` (placeholders, then the
+    captured Variables), ``outputs``. Its VJP is another Callee built with mg.gradients from the graph
+    and its JVP pushes Duals through the graph, so derivatives of any order flow through jit and trace.
+    ``run`` computes every output on arrays (``backend``: mg.compile's, or 'interpret')."""
+
+    def __init__(self, name, graph, inputs, outputs, backend, run=None):
+        self.name, self.graph, self.inputs, self.outputs, self.backend = name, graph, inputs, outputs, backend
+        self._run, self.memo, self._vjps, self.positions = run, None, {}, None
+
+    def run(self, arrays):
+        if self.memo is not None and len(self.memo[0]) == len(arrays) and \
+                all(a is b for a, b in zip(self.memo[0], arrays)):
+            return self.memo[1]          # the values this call already computed (see _call_outputs)
+        if self._run is None:
+            if self.backend == 'interpret':
+                self._run = lambda xs: evaluate(self.graph, self.outputs, dict(zip(map(id, self.inputs), xs)), {})
+            else:
+                program = compile_graph(list(self.outputs), list(self.inputs), backend=self.backend)
+                self._run = lambda xs: list(program(*xs))
+        return [np.asarray(v) for v in self._run(list(arrays))]
+
+    def vjp(self, index) -> 'Callee':
+        """The Callee of (inputs, cotangent) -> gradients of output ``index`` for the float inputs."""
+        if index not in self._vjps:
+            g = Graph(f'{self.name} vjp')
+            with g.as_default(), enable_grad():     # backward runs under no_grad: this graph must differentiate
+                ins = [placeholder(s.dtype, s.shape, name=s.name) for s in self.inputs]
+                y = g.lift(replay(self.graph, ins, inputs=self.inputs, outputs=[self.outputs[index]])[0])
+                ct = placeholder(y.dtype, y.shape, name='ct')
+                fl = [k for k, s in enumerate(ins) if s.dtype.kind == 'f']
+                grads = gradients(y, [ins[k] for k in fl], ct)
+            back = Callee(f'{self.name} vjp', g, ins + [ct], grads, self.backend)
+            back.positions = fl
+            self._vjps[index] = back
+        return self._vjps[index]
+
+
+def _call_impl(*arrays, callee, index):
+    return callee.run(arrays)[index]
+
+
+def _call_rule(*avals, callee, index):
+    o = callee.outputs[index]
+    return Aval(o.shape, o.dtype)
+
+
+def _call_vjp(needs, g, out, *args, callee, index):
+    back, result = callee.vjp(index), [None] * len(args)
+    vals = [a.data if isinstance(a, Tensor) else a for a in (*args, g)]
+    if not any(isinstance(v, (Symbol, Dual)) for v in vals):
+        back.memo = (vals, back.run(vals))          # one run gives every input's gradient
+    try:
+        for j, k in enumerate(back.positions):
+            if needs[k]:
+                result[k] = core.apply(CALL, *args, g, callee=back, index=j)
+    finally:
+        back.memo = None
+    return tuple(result)
+
+
+def _call_jvp(primals, tangents, out, callee, index):
+    return push(lambda *a: replay(callee.graph, a, inputs=callee.inputs, outputs=[callee.outputs[index]]),
+                primals, tangents)[1][0]
+
+
+CALL = register_primitive('call', _call_impl, _call_rule, _call_vjp, jvp=_call_jvp, kind='node',
+                          doc='a mg.jit / mg.trace function called on Tensors that need derivatives: inputs '
+                              '[*args, *captured tensors]; params callee (a Callee), index (which output)')
+
+
+def _needs_call_node(args, params) -> bool:
+    """Record one 'call' node: some argument is a Dual, or a Tensor (or captured tensor) needing grad."""
+    if any(type(a) is Dual for a in args) or (state.tapes and any(isinstance(a, Tensor) for a in args)):
+        return True                 # (an open mg.Tape, e.g. mg.trace(symbolic=False), must see the call too)
+    return is_grad_enabled() and any(isinstance(a, Tensor) for a in args) and \
+        any(t.requires_grad for t in (*[a for a in args if isinstance(a, Tensor)], *[t for _, t in params]))
+
+
+def _value(a):
+    """The array under a Tensor or Dual (of any level)."""
+    while type(a) is Dual:
+        a = a.primal
+    return a.data if isinstance(a, Tensor) else a
+
+
+def _call_outputs(callee, args, params, flat):
+    """The outputs as 'call' nodes on the tape (or Duals), reusing the values ``flat`` just computed."""
+    ins = [*args, *[t for _, t in params]]
+    callee.memo = ([_value(a) for a in ins], flat)
+    try:
+        return [core.apply(CALL, *ins, callee=callee, index=k) if np.asarray(v).dtype.kind == 'f'
+                else Tensor._make(v) for k, v in enumerate(flat)]
+    finally:
+        callee.memo = None
+
+
+def _inline(graph, inputs, outputs, params, args):
+    """A traced function called on Symbols (inside another trace or jit): its graph, copied in."""
+    vals = replay(graph, [*args, *[t for _, t in params]], inputs=[*inputs, *[v for v, _ in params]],
+                  outputs=outputs)
+    g = next(_value(a) for a in args if isinstance(_value(a), Symbol)).graph
+    with g.as_default():
+        return [v if type(v) is Dual else g.lift(v) for v in vals]     # (Duals: mg.jvp inside a trace)
+
+
+def _copy_aliases(values, arrays):
+    """Outputs that are (views of) an input or a captured tensor's array are copied: the caller owns them."""
+    return [v if (v.base is None and all(v is not a for a in arrays)) or       # speed: a fresh array
+            not any(isinstance(a, np.ndarray) and np.may_share_memory(v, a) for a in arrays) else np.array(v)
+            for v in values]
+
+
 class TracedFunction:
     """A function captured as a Graph. Call it like the original function:
     Tensors in -> Tensors out (without grad_fn: differentiate ``.graph`` with
@@ -70,14 +189,23 @@ class TracedFunction:
         self.fn, self.graph, self.inputs, self.outputs = fn, graph, inputs, outputs
         self._template, self.params, self.symbolic = template, params, symbolic
         self.program = None              # a compiled Program when mg.jit could compile the graph
+        self.callee = None               # the 'call' node's Callee, made when derivatives are first needed
         self.__name__ = getattr(fn, '__name__', 'fn')
 
     def __call__(self, *args):
         if len(args) != len(self.inputs):
             raise TypeError(f'{self.__name__} was traced with {len(self.inputs)} inputs, got {len(args)}')
+        if any(isinstance(_value(a), Symbol) for a in args):
+            values = _inline(self.graph, self.inputs, self.outputs, self.params, args)
+            return _unflatten(self._template, iter(values))
         arrays = [_as_array(a) for a in args]
         values = _run(self, arrays)
-        if any(isinstance(a, Tensor) for a in args):
+        if _needs_call_node(args, self.params):
+            if self.callee is None:
+                self.callee = Callee(self.__name__, self.graph, [*self.inputs, *[v for v, _ in self.params]],
+                                     self.outputs, 'interpret' if self.program is None else None)
+            values = _call_outputs(self.callee, args, self.params, values)
+        elif any(isinstance(a, Tensor) for a in args):
             values = [Tensor._make(np.asarray(v)) for v in values]
         return _unflatten(self._template, iter(values))
 
@@ -102,13 +230,14 @@ class TracedFunction:
 def _run(traced: TracedFunction, arrays) -> list:
     """Evaluate the traced graph: its compiled Program under mg.jit, the reference interpreter for mg.trace."""
     if traced.program is not None:
-        return list(traced.program(*arrays, *[t.data for _, t in traced.params]))
+        params = [t.data for _, t in traced.params]
+        return _copy_aliases(list(traced.program(*arrays, *params)), [*arrays, *params])
     feeds = Session(traced.graph)._check_feeds(traced.feeds(arrays))
     return [np.array(v) for v in evaluate(traced.graph, traced.outputs, feeds, {})]
 
 
 class _Captures:
-    """The capture_tensor hook: an outside Tensor becomes a Variable (requires grad) or a constant."""
+    """The capture_tensor hook: an outside Tensor becomes a Variable, fed its current ``.data`` each call."""
 
     def __init__(self, graph):
         self.graph, self.syms, self.params = graph, {}, []
@@ -116,13 +245,10 @@ class _Captures:
     def __call__(self, _graph, t: Tensor) -> Symbol:
         key = id(t)
         if key not in self.syms:
-            with self.graph.as_default():
-                if t.requires_grad:
-                    v = Variable(t.data, name=t.name or 'param')
-                    self.params.append((v, t))
-                    self.syms[key] = v
-                else:
-                    self.syms[key] = constant(t.data, name=t.name)
+            with self.graph.as_default():       # a Variable fed t.data on every call: never a stale copy
+                v = Variable(t.data, name=t.name or ('param' if t.requires_grad else 'captured'))
+                self.params.append((v, t))
+                self.syms[key] = v
             self.syms[key, 'ref'] = t      # keep t alive so its id stays unique
         return self.syms[key]
 
@@ -184,9 +310,14 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
                 return x
 
             for e in tape.entries:     # each recorded op -> one node, same primitive and params
-                res = core.apply(PRIMITIVES[e.op], *[sym(a) for a in e.inputs], **e.params)
+                if e.op == CALL.name:  # a jit / trace function: its graph, copied in
+                    c, k = e.params['callee'], e.params['index']
+                    res = g.lift(replay(c.graph, [sym(a) for a in e.inputs], inputs=c.inputs,
+                                        outputs=[c.outputs[k]])[0])
+                else:
+                    res = core.apply(OPS[e.op], *[sym(a) for a in e.inputs], **e.params)
                 if e.no_grad:          # computed under mg.no_grad(): the graph must not differentiate it
-                    res = core.apply(PRIMITIVES['stop_gradient'], res)
+                    res = core.apply(OPS["stop_gradient"], res)
                 env[id(e.output)] = res
         outputs, template = _outputs(g, out, lambda o: g.lift(sym(o)))
     return TracedFunction(fn, g, inputs, outputs, template, hook.params, symbolic)
@@ -214,6 +345,15 @@ class GraphBreak:
 
     def holds(self, value) -> bool:
         return _same(self.convert(value), self.expected)
+
+    def recalibrate(self, value) -> bool:
+        """Take the compiled kernels' value as the guard's when it is the traced one up to rounding."""
+        got = self.convert(value)
+        a, b = np.asarray(got), np.asarray(self.expected)
+        if a.shape != b.shape or a.dtype.kind not in 'fc' or not np.allclose(a, b, rtol=1e-5, atol=0):
+            return False
+        self.expected = got
+        return True
 
     def __str__(self):
         return f"{self.what} of '{self.symbol.name}' == {self.expected!r}"
@@ -301,21 +441,41 @@ class JitEntry:
     def __init__(self, key, guards, graph, inputs, outputs, template, params, breaks, segments):
         self.key, self.guards, self.graph, self.inputs, self.outputs = key, guards, graph, inputs, outputs
         self.template, self.params, self.breaks, self.segments = template, params, breaks, segments
+        self.callee = None      # the 'call' node's Callee, made when derivatives are first needed
+        self.free, self.epoch = [], Rebinds.count     # set by JitFunction._trace
+
+    def free_values_hold(self) -> bool:
+        """The Python scalars fn reads (globals, closure cells) are unchanged, and no Module attribute
+        was rebound (a replaced Parameter must be traced anew, not read from the old tensor)."""
+        if self.epoch != Rebinds.count:
+            return False
+        for _, read, value in self.free:
+            try:
+                if _exact(read()) != value:
+                    return False
+            except ValueError:      # a closure cell emptied since
+                return False
+        return True
 
     @property
     def graphs(self) -> list[Graph]:
         return [s.graph for s in self.segments]
 
-    def run(self, arrays):
-        """The outputs (flat), or None when a branch guard fails."""
-        env = {id(p): a for p, a in zip(self.inputs, arrays)}
-        env.update((id(v), t.data) for v, t in self.params)
+    def run(self, arrays, calibrate=False):
+        """The outputs (flat), or None when a branch guard fails. ``calibrate`` (the run right after
+        tracing): a guard value the compiled kernels compute within rounding of the traced one becomes
+        the guard's value, so guards compare what the kernels compute (numba's pow is not numpy's)."""
+        live = [a for a in arrays if a is not None]
+        env = {id(p): a for p, a in zip(self.inputs, live)}
+        params = [t.data for _, t in self.params]
+        env.update((id(v), d) for (v, _), d in zip(self.params, params))
         for seg in self.segments:
             if seg.program is not None:
                 env.update(zip(map(id, seg.outs), seg.program(*[env[id(s)] for s in seg.ins])))
             if seg.guard is not None and not seg.guard.holds(env[id(seg.guard.symbol)]):
-                return None
-        return [np.asarray(env[id(o)]) for o in self.outputs]
+                if not (calibrate and seg.guard.recalibrate(env[id(seg.guard.symbol)])):
+                    return None
+        return _copy_aliases([np.asarray(env[id(o)]) for o in self.outputs], [*live, *params])
 
     def explain(self) -> str:
         lines = ['  guards:'] + [f'    {g}' for g in self.guards]
@@ -335,18 +495,40 @@ def _is_scalar(a) -> bool:
     return isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)
 
 
-def _key(args, names) -> tuple:
-    """The input guards: shape and dtype of each array, type and value of each Python scalar."""
-    key, text = [], []
-    for a, n in zip(args, names):
-        if _is_scalar(a):
-            key.append((type(a), a))
-            text.append(f'{n} == {a!r} ({type(a).__name__})')
-        else:
-            arr = _as_array(a)
-            key.append((arr.shape, arr.dtype.str))
-            text.append(f'{n}: {arr.dtype} {fmt_shape(arr.shape)}')
-    return tuple(key), text
+def _exact(v):
+    """A Python scalar as a key that tells -0.0 from 0.0 and finds nan equal to nan (float.hex)."""
+    return (type(v), v.hex() if isinstance(v, float) else v)
+
+
+def _free_scalars(fn) -> list:
+    """(label, read) for the Python scalars fn's own code reads from its globals and closure cells:
+    guarded by exact value, so changing one retraces instead of reusing a stale constant."""
+    code, out = getattr(fn, '__code__', None), []
+    if code is None:
+        return out
+    glob = getattr(fn, '__globals__', {})
+    for name in code.co_names:
+        if _is_scalar(glob.get(name)):
+            out.append((name, lambda name=name: glob.get(name)))
+    for name, cell in zip(code.co_freevars, getattr(fn, '__closure__', None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:          # a cell not filled yet
+            continue
+        if _is_scalar(value):
+            out.append((name, lambda cell=cell: cell.cell_contents))
+    return out
+
+
+def _key(args, arrays) -> tuple:
+    """The input guards: shape and dtype of each array, type and exact value of each Python scalar."""
+    return tuple(_exact(a) if arr is None else (arr.shape, arr.dtype.str) for a, arr in zip(args, arrays))
+
+
+def _key_text(args, arrays, names) -> list:
+    """The input guards in words, for explain()."""
+    return [f'{n} == {a!r} ({type(a).__name__})' if arr is None else f'{n}: {arr.dtype} {fmt_shape(arr.shape)}'
+            for a, arr, n in zip(args, arrays, names)]
 
 
 class JitFunction:
@@ -378,11 +560,15 @@ class JitFunction:
         self.__name__ = getattr(fn, '__name__', 'fn')
 
     def __call__(self, *args):
-        names = _arg_names(self.fn, len(args))
-        key, text = _key(args, names)
+        if any(isinstance(_value(a), Symbol) for a in args):
+            return self.fn(*args)       # inside another trace or jit: fn's ops go into that graph
         arrays = [None if _is_scalar(a) else _as_array(a) for a in args]
+        key = _key(args, arrays)
         for k, entry in reversed(list(self.cache.items())):      # most recently used first
             if entry.key == key:
+                if not entry.free_values_hold():
+                    self.guard_failures += 1
+                    continue
                 flat = entry.run(arrays)
                 if flat is not None:
                     self.hits += 1
@@ -390,8 +576,9 @@ class JitFunction:
                     return self._result(entry, flat, args)
                 self.guard_failures += 1
         self.misses += 1
-        entry = self._trace(args, arrays, names, key, text)
-        flat = entry.run(arrays)
+        names = _arg_names(self.fn, len(args))     # (only when tracing: inspect.signature is slow)
+        entry = self._trace(args, arrays, names, key, _key_text(args, arrays, names))
+        flat = entry.run(arrays, calibrate=True)
         if flat is None:           # the traced run and the compiled run disagree on a branch
             raise TraceError(f'mg.jit({self.__name__}): the compiled graphs failed a guard at the very inputs '
                              f'they were traced with (does {self.__name__} use randomness?)\n{entry.explain()}')
@@ -416,6 +603,10 @@ class JitFunction:
             g.capture_tensor = g.tracer = None      # later value requests raise as usual
         segments = _split(g, tracer.breaks, outputs, self.__name__, self.backend)
         entry = JitEntry(key, text, g, inputs, outputs, template, hook.params, tracer.breaks, segments)
+        entry.free = [(name, read, _exact(read())) for name, read in _free_scalars(self.fn)]
+        entry.guards += [f'{name} == {read()!r} (global or closed-over {type(read()).__name__})'
+                         for name, read, _ in entry.free]
+        entry.epoch = Rebinds.count
         self.trace_count += 1
         self.cache[id(entry)] = entry
         if len(self.cache) > self.cache_size:
@@ -425,7 +616,12 @@ class JitFunction:
 
     def _result(self, entry, flat, args):
         self._last = entry
-        if any(isinstance(a, Tensor) for a in args):
+        if _needs_call_node(args, entry.params):
+            if entry.callee is None:
+                entry.callee = Callee(self.__name__, entry.graph, [*entry.inputs, *[v for v, _ in entry.params]],
+                                      entry.outputs, self.backend)
+            flat = _call_outputs(entry.callee, [a for a in args if not _is_scalar(a)], entry.params, flat)
+        elif any(isinstance(a, Tensor) for a in args):
             flat = [Tensor._make(v) for v in flat]
         return _unflatten(entry.template, iter(flat))
 

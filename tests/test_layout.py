@@ -36,7 +36,8 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
 # optim, backward) +85 core, +122 package;
 # issue 32 (memory plan count) +1; issue 31 (state half): +29 core (where's cast, grad_ys check, the check
 # node kind), +63 package (also the optimizer settings, in-place assign readers, strided size-1 kernel inputs).
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2745, 6754, 60
+# issue 31 (composition): +236 core / +284 package for the 'call' node, cond/while JVP rules, jit guards
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2981, 7038, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 

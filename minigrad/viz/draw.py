@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from ..core import PRIMITIVES, Names, check_int, fmt_shape, hooks
+from ..core import OPS, Names, check_int, fmt_shape, hooks
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..nn import Parameter
@@ -458,7 +458,7 @@ def from_tape(tape, root=None):
         yk = d.key(y, 't')
         d.data(yk, names(y.name, e.op), y.shape, y.dtype, y.data, y.grad, 'output' if y is last else 'value')
         d.edge(ok, yk)
-        steps.append(Step(ok, PRIMITIVES[e.op], e.params, ins, needs, in_vals, [yk], [y.data]))
+        steps.append(Step(ok, OPS[e.op], e.params, ins, needs, in_vals, [yk], [y.data]))
     return d, steps
 
 
