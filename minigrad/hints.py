@@ -11,8 +11,8 @@ HINTS = {
                       'product of the local derivatives along it',
                 more='write the local derivative on every edge (of a product with respect to one factor: the '
                      'other factor), then add one product per path',
-                only_u='you followed only the path through u = a + b; a also reaches z through v',
-                only_v='you followed only the path through v = a * b; a also reaches z through u'),
+                only_u='you followed only the path through u (the sum a + b); a also reaches z through v',
+                only_v='you followed only the path through v (the product a * b); a also reaches z through u'),
     '1.2': dict(nudge='a central difference looks the same distance to both sides of x and divides by the '
                       'distance between its two samples',
                 more='sample f one step eps to the right of x and one step eps to the left: the two samples are '
@@ -39,10 +39,10 @@ HINTS = {
     '1.5': dict(nudge='run fn on tensors that require grad inside a Tape, so that tape.entries lists every '
                       'intermediate result; read the gradients after backward()',
                 more='backward() keeps .grad only on leaves unless a non-leaf asked to keep it: ask every '
-                     'recorded output to keep its gradient before backward(), and return floats in tape order',
-                no_retain='call retain_grad() on every entry.output BEFORE out.backward(): backward() drops the '
+                     'recorded output to keep its gradient before backward(), and give back floats in tape order',
+                no_retain='call retain_grad() on every entry.output BEFORE the backward pass: backward() drops the '
                           'gradients of non-leaf values unless they were retained',
-                pair='return a pair: the list of the inputs\' gradients and the list of the intermediates\'',
+                pair='give back a pair: the list of the inputs\' gradients and the list of the intermediates\'',
                 tape_order='the right values in the wrong order: list the intermediates in tape order'),
     # -- 02 dynamic tape
     '2.1': dict(nudge='each op returns a new Value that remembers its inputs, each paired with the local '
@@ -70,13 +70,13 @@ HINTS = {
                       'written with the output value itself',
                 more='compute tanh once and reuse it: the local derivative of tanh at x is one minus the square '
                      'of tanh(x)',
-                one_parent='tanh(v) must return a Value with one parent edge: (v, local derivative)',
+                one_parent='tanh(v) must give back a Value with one parent edge: (v, local derivative)',
                 x_squared='the local derivative of tanh is 1 - tanh(x)**2, not 1 - x**2'),
     '2.5': dict(nudge='a parameter update is not part of the model: make it where nothing is recorded, step '
                       'against the gradient, and clear the gradients for the next backward()',
-                more='inside mg.no_grad() move each parameter in place by lr times its gradient, downhill; '
+                more='inside mg.no_grad move each parameter in place by lr times its gradient, downhill; '
                      'afterwards set every parameter\'s gradient to None',
-                recorded='the update was recorded into the graph: do it inside `with mg.no_grad():`',
+                recorded='the update was recorded into the graph: do it inside a with-block of mg.no_grad',
                 not_reset='the gradients were not cleared: set each p.grad to None after the update, or the next '
                           'backward() adds to the old one',
                 uphill='step against the gradient (minus!): moving along it climbs the loss'),
@@ -98,10 +98,10 @@ HINTS = {
                           'be differentiated again (task 3.5 does)'),
     '3.3': dict(nudge='one cotangent per input, each in its own input\'s shape (the inputs were broadcast '
                       'together), and None for an input that needs no gradient',
-                more='differentiate (x - y)**2 with respect to each input (they differ in sign), scale by g, '
-                     'and reduce each to its input\'s shape with mg.ops.sum_to_like',
-                shape='the gradients do not have the inputs\' shapes: reduce each with mg.ops.sum_to_like',
-                sign='d(x - y)**2/dy is the NEGATIVE of d/dx'),
+                more='differentiate the square of x - y with respect to each input (they differ in sign), scale by '
+                     'g, and reduce each to its input\'s shape with sum_to_like (in mg.ops)',
+                shape='the gradients do not have the inputs\' shapes: reduce each with sum_to_like (in mg.ops)',
+                sign='the derivative for y is the NEGATIVE of the one for x'),
     '3.4': dict(nudge='let the shapes decide: each gradient has its input\'s shape, and only one product of G '
                       'with a (transposed) input gives that shape',
                 more='dA has shape (5, 3) and is a product of G (5, 2) with B or its transpose; dB has shape '
@@ -127,7 +127,7 @@ HINTS = {
                 no_params='a node\'s parameters matter (here axis=0): pass the node\'s params to impl as '
                           'keyword arguments',
                 feeds_key='feeds is keyed by the placeholder\'s name (a string), not by its Symbol',
-                not_list='interpret must return one value per fetch, in a list (or tuple)'),
+                not_list='interpret must give back one value per fetch, in a list (or tuple)'),
     '4.2': dict(nudge='a node is needed when a fetch is its output or a needed node reads one of its outputs: '
                       'mark backwards from the fetches',
                 more='walk graph.nodes from last to first; when a node is marked, mark the producers of all of '
@@ -270,16 +270,17 @@ HINTS = {
                  t_late='count the step first: with a step count of 0 the bias correction divides by zero',
                  no_correction='the first step is about 3x too long: divide m by (1 - beta1**t) and v by '
                                '(1 - beta2**t)'),
-    '07-5': dict(nudge='two moons are not separable by a line: the model needs a hidden layer with a '
+    '07-5': dict(linear='a single linear layer draws a straight boundary: add a hidden layer with a nonlinearity',
+                 nudge='two moons are not separable by a line: the model needs a hidden layer with a '
                        'nonlinearity, and enough training steps',
                  more='two hidden layers of 16 with tanh between them, nn.CrossEntropyLoss, and a few hundred '
                       'full-batch Adam steps are plenty'),
     # -- 08 performance
     '08-1': dict(nudge='the first call of a function can be slow (caches, compilation): make one untimed call, '
                        'then time several and take the median',
-                 more='one warm-up call, then `repeat` calls each timed with time.perf_counter(); give back their '
+                 more='one warm-up call, then `repeat` calls each timed with time.perf_counter; give back their '
                       'median in seconds, as a float',
-                 no_warmup='call fn() once before timing (the warm-up), then `repeat` timed calls',
+                 no_warmup='make one untimed call of fn first (the warm-up), then `repeat` timed calls',
                  ms='give the time in seconds, not milliseconds'),
     '08-2': dict(nudge='numpy\'s ufuncs can write into an existing array (their out= argument) instead of '
                        'allocating a new one',
@@ -303,12 +304,12 @@ HINTS = {
                  more='the saving per step is eager minus compiled; when it is not positive the answer is '
                       'infinite; otherwise round the number of steps up to a whole number',
                  no_ceil='round UP to a whole number of steps (math.ceil)',
-                 no_inf='when the compiled step saves nothing it never pays off: the answer is float(\'inf\')'),
+                 no_inf='when the compiled step saves nothing it never pays off: the answer is infinity (math.inf)'),
     '08-6': dict(nudge='compile the same chain once per backend, time each with median_time, and compare them '
                        'as numpy time over numba time',
                  more='one chain_program for \'numpy\' and one for \'numba\', both timed on the same x; divide the '
                       'numpy backend\'s median time by the numba backend\'s',
-                 pred='predicted_speedup() must return your prediction: a positive number',
+                 pred='predicted_speedup() must give back your prediction: a positive number',
                  tuple='give back a ratio of two times, not the times',
                  same_backend='compile one program per backend: \'numpy\' and \'numba\'',
                  inverted='divide the numpy backend\'s time by the numba backend\'s (the slower by the faster)'),
@@ -332,15 +333,15 @@ HINTS = {
                      'call both on x and read their .passes',
                 predict='think about what each mode pays for: jacrev makes one pass per output, jacfwd one per '
                         'input',
-                count='call mg.jacfwd(f) and mg.jacrev(f) on x and read each one\'s .passes: jacrev makes one '
-                      'pass per output'),
+                count='build both mg.jacfwd and mg.jacrev of f, call each on x and read its .passes: jacrev makes '
+                      'one pass per output'),
     # -- 11 deployment
     '11.1': dict(nudge='export_onnx can write into any file-like object: an in-memory bytes buffer gives you '
                        'the model\'s bytes',
-                 more='make an io.BytesIO, export y with inputs=[x] into it, and give back the buffer\'s contents',
+                 more='make an io.BytesIO, export y with x as its input into it, and give back the buffer\'s contents',
                  not_bytes='give back the bytes themselves (the buffer\'s getvalue()), not the buffer'),
     '11.2': dict(nudge='an ONNX model stores its constant tensors as initializers in model.graph',
-                 more='each entry of model.graph.initializer has a .name: collect them, sorted',
+                 more='each initializer of the model\'s graph has a .name: collect the names, sorted',
                  unsorted='the initializer names, sorted'),
     '11.3': dict(nudge='a lowering adds ONNX nodes through the builder b and gives back their outputs; ONNX has '
                        'an operator for tanh',

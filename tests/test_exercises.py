@@ -279,7 +279,7 @@ WRONG = {
                "res['speedup'] = res['fused'] / res['unfused']\nreturn res", "unfused time divided by the fused")],
         "5": [("saving = eager_s - compiled_s\nif saving <= 0:\n    return float('inf')\nreturn compile_s / saving",
                "math.ceil"),
-              ("return math.ceil(compile_s / (eager_s - compiled_s))", "float('inf')")],
+              ("return math.ceil(compile_s / (eager_s - compiled_s))", "infinity")],
         "6": [({1: "on_numpy, on_numba = chain_program(n_ops, n, 'numpy'), chain_program(n_ops, n, 'numba')\n"
                    "return median_time(lambda: on_numba(x), repeat) / median_time(lambda: on_numpy(x), repeat)"},
                "the slower by the faster"),
