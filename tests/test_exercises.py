@@ -58,7 +58,12 @@ WRONG = {
         "1.5": [("inputs = [mg.tensor(v, dtype=mg.float64, requires_grad=True) for v in values]\n"
                  "with mg.Tape() as tape:\n    out = fn(*inputs)\nout.backward()\n"
                  "return [x.grad.item() for x in inputs], [e.output.grad.item() for e in tape.entries]",
-                 "retain_grad()")],
+                 "retain_grad()"),
+                ("inputs = [mg.tensor(v, dtype=mg.float64, requires_grad=True) for v in values]\n"
+                 "with mg.Tape() as tape:\n    out = fn(*inputs)\nfor e in tape.entries:\n    e.output.retain_grad()\n"
+                 "out.backward()\n"
+                 "return [x.grad.item() for x in inputs], [e.output.grad.item() for e in reversed(tape.entries)]",
+                 "tape order")],
     },
     "02_dynamic_tape_exercises": {
         "2.1": [({1: "return Value(self.data * other.data, ((self, self.data), (other, other.data)))"}, "OTHER value"),
@@ -124,7 +129,8 @@ WRONG = {
                  "return [n for n in graph.nodes if id(n) in marked]", "transitively"),
                 ("marked = {id(f.node) for f in fetches}\nfor node in reversed(graph.nodes):\n"
                  "    if id(node) in marked:\n        marked.update(id(i.node) for i in node.inputs)\n"
-                 "return [n for n in reversed(graph.nodes) if id(n) in marked]", "graph order")],
+                 "return [n for n in reversed(graph.nodes) if id(n) in marked]", "graph order"),
+                ("return list(graph.nodes)", "extra: [")],       # the message shows the difference
         "4.3": [("def body(a, b):\n    if a > b:\n        return a - b, b\n    return a, b - a\n"
                  "a_end, b_end = mg.while_loop(lambda a, b: a != b, body, [a, b])\nreturn a_end", "mg.where"),
                 ("return mg.where(a > b, a - b, b - a)", "mg.while_loop")],
@@ -302,7 +308,9 @@ WRONG = {
         "11.3": [("return b.op('Exp', xs, name=node.outputs[0].name)", "Tanh"),
                  ("return b.op('Tanh', xs, name=node.outputs[0].name)[0]", "list of output names")],
         "11.4": [("m = mg.export_onnx(net, io.BytesIO(), example_inputs=[xv])\n"
-                  "return sum(n.op_type == 'MatMul' for n in m.graph.node)", "depth=depth")],
+                  "return sum(n.op_type == 'MatMul' for n in m.graph.node)", "depth=depth"),
+                 ("m = mg.export_onnx(lambda x: net(x, depth=depth), io.BytesIO(), example_inputs=[xv])\n"
+                  "return len(m.graph.node)", "count the MatMul nodes")],
     },
 }
 
