@@ -118,7 +118,7 @@ def test_every_task_has_a_ladder_and_every_named_mistake_has_a_nudge():
     assert {key for key, _, _ in TASKS} == set(HINTS)
     for key, _, check in TASKS:
         assert {"nudge", "more"} <= set(HINTS[key]), key
-        named = set(re.findall(r'mistake="(\w+)"', check)) | set(re.findall(r'"(\w+)"(?= if )', check))
+        named = set(re.findall(r'(?:mistake=|else )"(\w+)"', check)) | set(re.findall(r'"(\w+)"(?= if )', check))
         named |= set(re.findall(r':\s*"(\w+)"', check.split("as t:")[0]))      # crashes={...: "mistake"}
         if 'f"call{' in check:
             named |= {f"call{k}" for k in range(1, 7)}
@@ -154,3 +154,11 @@ def test_the_scan_catches_a_hint_that_is_the_answer():
     words = TOKEN.findall(old)
     assert any(tuple(words[i:i + 5]) in runs for i in range(len(words) - 4))
     assert all(p.search(old) for p in CODE[::2])
+
+
+def test_every_hint_fits_the_six_line_message_uncut():
+    for key, table in HINTS.items():
+        for level, text in table.items():
+            err = CheckError(key, "wrong answer for x", 1, 2, checks._ladder(key, level if level != "more" else None))
+            assert not err.lines[-1].endswith("..."), f"{key}.{level} is cut off"
+            checks._SEEN.clear()
