@@ -5,7 +5,8 @@ A check cell wraps its tests in ``with task(...)``::
     from minigrad.checks import task, hint
 
     with task('1.1') as t:
-        t.close(dz_da(1.0, 2.0), 6.0, 'dz_da(1.0, 2.0)', mistake='only_u' if ... else None)
+        got = dz_da(1.0, 2.0)
+        t.close(got, 6.0, 'dz_da(1.0, 2.0)', mistake='only_u' if got == 2.0 else None)
 
 On success the block prints ``✓ Task 1.1``. A failing test raises `CheckError` (an AssertionError) saying
 what was expected, what came back and a hint; IPython shows it in at most six lines (through
