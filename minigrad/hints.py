@@ -68,10 +68,11 @@ HINTS = {
                       'reversed (root first)'),
     '2.4': dict(nudge='tanh has one input, so the result has one parent edge; its local derivative can be '
                       'written with the output value itself',
-                more='compute tanh once and reuse it: the local derivative of tanh at x is one minus the square '
-                     'of tanh(x)',
+                more='compute tanh once and reuse it: the derivative of tanh can be written with tanh\'s own '
+                     'output alone (recall the identity between tanh and its derivative)',
                 one_parent='tanh(v) must give back a Value with one parent edge: (v, local derivative)',
-                x_squared='the local derivative of tanh is 1 - tanh(x)**2, not 1 - x**2'),
+                x_squared='you wrote the derivative with the input x: it is written with tanh\'s own output, the '
+                          'value you just computed'),
     '2.5': dict(nudge='a parameter update is not part of the model: make it where nothing is recorded, step '
                       'against the gradient, and clear the gradients for the next backward()',
                 more='inside mg.no_grad move each parameter in place by lr times its gradient, downhill; '
@@ -93,7 +94,8 @@ HINTS = {
                      'is the logistic sigmoid; a VJP returns its cotangents in a tuple',
                 overflow='np.log(1 + np.exp(x)) overflows for large x: np.logaddexp computes the same safely',
                 not_tuple='a VJP returns one cotangent per input, in a tuple (here a one-element tuple)',
-                derivative='the derivative of log(1 + e^x) is e^x / (1 + e^x), which is sigmoid(x)',
+                derivative='e^x is the derivative of the inside only: the chain rule also divides by 1 + e^x (a '
+                           'function minigrad has under another name)',
                 numpy_vjp='your VJP computes with numpy: build it from minigrad ops on g and x, so that it can '
                           'be differentiated again (task 3.5 does)'),
     '3.3': dict(nudge='one cotangent per input, each in its own input\'s shape (the inputs were broadcast '
@@ -268,8 +270,8 @@ HINTS = {
                  more='count the step before using it (the first step is step 1); divide each running average '
                       'by one minus its beta to the power of the step, then step as in the lesson\'s Adam',
                  t_late='count the step first: with a step count of 0 the bias correction divides by zero',
-                 no_correction='the first step is about 3x too long: divide m by (1 - beta1**t) and v by '
-                               '(1 - beta2**t)'),
+                 no_correction='the first step is about 3x too long: m and v start at zero, so early on they are too '
+                               'small; Adam divides each by a bias correction that depends on the step'),
     '07-5': dict(linear='a single linear layer draws a straight boundary: add a hidden layer with a nonlinearity',
                  nudge='two moons are not separable by a line: the model needs a hidden layer with a '
                        'nonlinearity, and enough training steps',
@@ -318,7 +320,7 @@ HINTS = {
                       'the derivative of the op at x',
                 more='differentiate x**3 by hand and scale the tangent dx by that derivative',
                 no_dx='the output\'s tangent is the derivative times the tangent of x (dx)',
-                power='the derivative of x**3 is 3 * x**2, not 3 * x'),
+                power='check your derivative of x**3: the power rule lowers the exponent by one, not by two'),
     '9.2': dict(nudge='mg.jvp pushes v through f and gives back (value, tangent): the directional derivative is '
                       'the tangent',
                 more='call mg.jvp with x as the primal and v as the tangent, take the tangent, and make it a float',
