@@ -354,6 +354,6 @@ HINTS = {
                        'trace with: count the MatMul nodes of the exported model',
                  more='export a function of x that calls net with the given depth, on the example input; count '
                       'the nodes whose op_type is MatMul',
-                 depth_ignored='your counts do not change with depth: pass depth=depth to the net inside the '
+                 depth_ignored='your counts do not grow with depth: pass depth=depth to the net inside the '
                                'traced function'),
 }

