@@ -245,7 +245,12 @@ def _lower_graph(b, graph, env):
 
 def _lower_node(b, node, xs):
     if node.prim.onnx is not None:
-        return node.prim.onnx(b, node, xs)
+        outs = node.prim.onnx(b, node, xs)
+        if not isinstance(outs, (list, tuple)) or len(outs) != len(node.outputs):   # zip('tanh') would give 't'
+            raise MinigradError(f"export_onnx: the ONNX lowering of '{node.op}' (node '{node.outputs[0].name}') "
+                                f"returned {outs!r}; expected a list of {len(node.outputs)} ONNX output name(s), "
+                                f"as b.op(...) returns")
+        return outs
     if node.prim.decompose is not None:          # fma, fused: lower the parts they stand for
         sub = node.prim.decompose(node)
         env = {id(p): x for p, x in zip(sub.inputs, xs)}

@@ -112,7 +112,7 @@ class Symbol(OpsMixin):
 
     def __iter__(self):
         if self.shape is None or not self.shape or self.shape[0] is None:
-            self._no_value('iterating over')
+            self._no_value('iteration')
         return (self[i] for i in range(self.shape[0]))
 
     def __len__(self):

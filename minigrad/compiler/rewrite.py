@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import ops as P
 from ..core import Aval
-from ..errors import ShapeError
+from ..errors import GraphError, ShapeError
 from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, where_text
 
 
@@ -79,6 +79,9 @@ def rebuild(graph: Graph, rewrite=None, sub_pass=None, shapes=None) -> Graph:
         if sub_pass is not None and subgraphs(params):
             params = {k: _sub(sub_pass, v, env, new) if isinstance(v, Graph) else v for k, v in params.items()}
         res = rewrite(node, ins, new) if rewrite is not None else None
+        if isinstance(res, Symbol):          # zip() would iterate over the Symbol's elements
+            raise GraphError(f"rebuild: rewrite(node '{node.outputs[0].name}' ({node.op})) returned one Symbol; "
+                             f"expected a list with one Symbol per output of the node, e.g. [sym], or None")
         if res is None:
             if shapes and id(node.outputs[0]) in shapes:
                 o = node.outputs[0]
