@@ -21,7 +21,7 @@ from .compiler.program import Program
 from .core import Names
 from .control import COND, WHILE, cond, while_loop
 from .errors import MinigradError
-from .graph import Graph, Symbol, constant, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
+from .graph import Graph, Symbol, constant, needed_nodes, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
 from .trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -63,10 +63,45 @@ def _value_info(name, dtype, shape):
 
 
 # ------------------------------------------------------------------ lowerings, stored on the records
-def _simple(op_type):
-    lower = lambda b, node, xs: b.op(op_type, xs, name=node.outputs[0].name)
+def _cast_to(b, x, have, want):
+    """x as dtype `want` (a Cast when it is not already): ONNX ops take one dtype, numpy promotes."""
+    if np.dtype(have) == np.dtype(want):
+        return x
+    return b.op('Cast', [x], to=_onnx().helper.np_dtype_to_tensor_dtype(np.dtype(want)))[0]
+
+
+def _simple(op_type, on_bool=None, operands=None, compare=False):
+    """One ONNX op; inputs `operands` (default all) are cast to the output dtype (to their common dtype
+    when `compare`); `on_bool`: the op for all-bool inputs (ONNX arithmetic has no bool form)."""
+    def lower(b, node, xs):
+        ins = node.inputs
+        if on_bool and all(np.dtype(s.dtype) == np.bool_ for s in ins):
+            return b.op(on_bool, xs, name=node.outputs[0].name)
+        idx = range(len(xs)) if operands is None else operands
+        want = np.result_type(*[ins[i].dtype for i in idx]) if compare else node.outputs[0].dtype
+        xs = [_cast_to(b, x, s.dtype, want) if i in idx else x for i, (x, s) in enumerate(zip(xs, ins))]
+        return b.op(op_type, xs, name=node.outputs[0].name)
     lower.op_type = op_type              # read by import_onnx: the one-to-one ops map back to their record
     return lower
+
+
+def _pow(b, node, xs):
+    """x ** 0.5 (mg.sqrt) is ONNX Sqrt: Pow(x, 0.5) gives +inf at -inf and +0.0 at -0.0, numpy nan and -0.0."""
+    x, y = node.inputs
+    if y.node.prim is CONSTANT and np.all(np.asarray(y.node.params['value']) == 0.5) and \
+            x.shape == node.outputs[0].shape and x.dtype == node.outputs[0].dtype:
+        return b.op('Sqrt', xs[:1], name=node.outputs[0].name)
+    return _POW(b, node, xs)
+
+
+_POW = _simple('Pow')
+_pow.op_type = 'Pow'
+
+
+def _relu(b, node, xs):
+    """minigrad's relu(nan) is 0 (ONNX Relu gives nan): Where(0 < x, x, 0), the composite relu stands for."""
+    zero = b.const(np.zeros((), node.outputs[0].dtype), 'zero')
+    return b.op('Where', [b.op('Less', [zero, xs[0]])[0], xs[0], zero], name=node.outputs[0].name)
 
 
 def _axes(b, node):
@@ -76,13 +111,35 @@ def _axes(b, node):
     return [b.const(np.array([axis] if np.ndim(axis) == 0 else list(axis), np.int64), 'axes')]
 
 
-def _reduce(op_type):
+def _reduce(op_type, nothing):
+    """ReduceSum/ReduceMax (the input cast to the output dtype: a sum of bools counts in int64); a max
+    with initial= is Max(ReduceMax(x), initial), and initial=-inf on floats is ReduceMax alone (opset 18
+    gives -inf over an empty axis). axis=() reduces nothing: `nothing` (numpy's sum adds 0: -0.0 -> 0.0)."""
     def lower(b, node, xs):
-        if node.params.get('initial') is not None:
-            raise MinigradError(f"export_onnx: '{node.outputs[0].name}' ({node.op} with initial=) has no ONNX form")
-        return b.op(op_type, xs + _axes(b, node), name=node.outputs[0].name,
-                    keepdims=int(bool(node.params.get('keepdims'))))
+        out, initial, axis = node.outputs[0], node.params.get('initial'), node.params.get('axis')
+        x = _cast_to(b, xs[0], node.inputs[0].dtype, out.dtype)
+        plain = initial is None or (np.dtype(out.dtype).kind == 'f' and initial == -np.inf)
+        if axis is not None and np.ndim(axis) and not len(axis):
+            y = b.op(nothing, [x, b.const(np.zeros((), out.dtype), 'zero')][:1 + (nothing == 'Add')], name='noop')
+        else:
+            keep = int(bool(node.params.get('keepdims')))
+            y = b.op(op_type, [x] + _axes(b, node), name=out.name if plain else 'reduce', keepdims=keep)
+            y = _NAN_SAFE.get((op_type, np.dtype(out.dtype).kind), lambda *a: y)(b, node, x, y, keep)
+        return y if plain else b.op('Max', [y[0], b.const(np.asarray(initial, out.dtype), 'initial')],
+                                    name=out.name)
     return lower
+
+
+def _nan_max(b, node, x, y, keep):
+    """onnxruntime's ReduceMax may skip a NaN (max([1, nan, 2]) is 2); numpy's max is nan: where any is."""
+    nans = b.op('ReduceMax', [b.op('Cast', b.op('IsNaN', [x]), to=_onnx().TensorProto.INT32)[0]] + _axes(b, node),
+                keepdims=keep)[0]
+    any_nan = b.op('Greater', [nans, b.const(np.int32(0))])[0]
+    return b.op('Where', [any_nan, b.const(np.asarray(np.nan, node.outputs[0].dtype), 'nan'), y[0]],
+                name=node.outputs[0].name)
+
+
+_NAN_SAFE = {('ReduceMax', 'f'): _nan_max}       # (ONNX op, dtype kind) -> the fix-up after it
 
 
 def _reshape(b, node, xs):
@@ -206,27 +263,30 @@ def _sum_to_like(b, node, xs):
     return b.op('Cast', [y], to=_onnx().helper.np_dtype_to_tensor_dtype(dt))[:1] if dt != x.dtype else [y]
 
 
-LOWERINGS = {P.add: _simple('Add'), P.mul: _simple('Mul'), P.div: _simple('Div'), P.pow_: _simple('Pow'),
-             P.maximum: _simple('Max'), P.exp: _simple('Exp'), P.log: _simple('Log'), P.sin: _simple('Sin'),
-             P.cos: _simple('Cos'), P.tanh: _simple('Tanh'), P.where: _simple('Where'), P.less: _simple('Less'),
-             P.equal: _simple('Equal'), P.cast: _cast, P.stop_gradient: _simple('Identity'),
-             P.sum_: _reduce('ReduceSum'), P.max_: _reduce('ReduceMax'), P.reshape: _reshape,
+# minigrad's bool add / maximum are "or" and bool mul is "and" (less_equal is maximum(less, equal))
+LOWERINGS = {P.add: _simple('Add', on_bool='Or'), P.mul: _simple('Mul', on_bool='And'), P.div: _simple('Div'),
+             P.pow_: _pow, P.maximum: _simple('Max', on_bool='Or'), P.exp: _simple('Exp'),
+             P.log: _simple('Log'), P.sin: _simple('Sin'), P.cos: _simple('Cos'), P.tanh: _simple('Tanh'),
+             P.where: _simple('Where', operands=(1, 2)), P.less: _simple('Less', compare=True),
+             P.equal: _simple('Equal', compare=True), P.cast: _cast, P.stop_gradient: _simple('Identity'),
+             P.sum_: _reduce('ReduceSum', 'Add'), P.max_: _reduce('ReduceMax', 'Identity'), P.reshape: _reshape,
              P.transpose: _transpose, P.matmul: _simple('MatMul'),
              P.broadcast_to: lambda b, n, xs: b.op('Expand', [xs[0], b.const(np.array(n.params['shape'], np.int64))],
                                                    name=n.outputs[0].name),
              P.concatenate: lambda b, n, xs: b.op('Concat', xs, name=n.outputs[0].name, axis=n.params['axis']),
              P.reshape_like: _like('Reshape'), P.broadcast_like: _like('Expand'),
              P.getitem: _getitem, P.scatter_add: _scatter_add, P.sum_to_like: _sum_to_like,
-             C.sub: _simple('Sub'), C.relu: _simple('Relu')}
+             C.sub: _simple('Sub'), C.relu: _relu}
 for _prim, _lower in LOWERINGS.items():
     _prim.onnx = _lower
 
 
 # ------------------------------------------------------------------ graphs, cond and while
-def _lower_graph(b, graph, env):
-    """Emit every node of `graph` into `b`; `env` maps Symbols to ONNX names (filled as we go)."""
-    stack_users = {id(s) for n in graph.nodes if n.prim is WHILE for s in n.outputs[-1:]}
-    for node in graph.nodes:
+def _lower_graph(b, graph, env, nodes=None):
+    """Emit `nodes` (default: every node of `graph`) into `b`; `env` maps Symbols to ONNX names."""
+    nodes = graph.nodes if nodes is None else nodes
+    stack_users = {id(s) for n in nodes if n.prim is WHILE for s in n.outputs[-1:]}
+    for node in nodes:
         if any(id(s) in stack_users for s in node.inputs):
             raise MinigradError(f"export_onnx: '{node.outputs[0].name}' ({node.op}) uses a while loop's "
                                 'gradient stack, which has no meaning in an inference graph')
@@ -336,7 +396,7 @@ def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_name
             raise MinigradError(f'export_onnx: inputs must be placeholders, got {p!r}')
         env[id(p)] = b.fresh(name)
         infos.append(_value_info(env[id(p)], p.dtype, p.shape))
-    _lower_graph(b, graph, env)
+    _lower_graph(b, graph, env, needed_nodes(graph, outs))     # only what the outputs need, as Session
     names = output_names or [o.name for o in outs]
     out_infos = []
     for o, name in zip(outs, names):

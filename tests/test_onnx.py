@@ -249,3 +249,123 @@ def test_import_loop_with_a_trip_count():
     m.ir_version = 10
     check(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
     roundtrip(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
+
+
+# ------------------------------------------------------------------ issue 35: export correctness
+SPECIAL = np.float32([[np.nan, 2.0, -np.inf, -0.0], [np.inf, -1.5, 0.0, 3.0], [-2.0, 0.5, 1.0, -0.25]])
+
+
+def exported(fn, xv, dims=None, **kw):
+    """fn(x) on a placeholder x: the checked model and minigrad's value on xv (Session)."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(xv.dtype, dims or xv.shape, name='x')
+        y = fn(x)
+    m = mg.to_onnx(y, inputs=[x], **kw)
+    onnx.checker.check_model(m, full_check=True)
+    return m, mg.Session(g).run(y, {x: xv})
+
+
+def same(got, want, signs=False):
+    """Equal values, nan where nan, and (`signs`) the sign of zero: onnxruntime's Where(True, -0.0, y)
+    gives +0.0, so the sign of zero is only compared where no Where decides it."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got, want)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+    if signs:
+        np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(want[want == 0]))
+
+
+COMPOSITES = {
+    'softmax': lambda x: mg.softmax(x, axis=-1), 'softmax0': lambda x: mg.softmax(x, axis=0),
+    'log_softmax': lambda x: mg.log_softmax(x), 'logsumexp': lambda x: mg.logsumexp(x, axis=1),
+    'logsumexp_all': lambda x: mg.logsumexp(x), 'relu': mg.relu, 'sigmoid': mg.sigmoid, 'abs': mg.abs,
+    'sqrt': mg.sqrt, 'neg': lambda x: -x, 'max': lambda x: mg.max(x, axis=1), 'max_all': mg.max,
+    'min': lambda x: mg.min(x, axis=0, keepdims=True), 'mean': lambda x: mg.mean(x, axis=1),
+    'maximum': lambda x: mg.maximum(x, 1.0), 'minimum': lambda x: mg.minimum(x, x[::-1]),
+    'ge': lambda x: x >= 0.5, 'le': lambda x: x <= 0.5, 'gt': lambda x: x > 0.5, 'lt': lambda x: x < 0.5,
+    'ne': lambda x: x != 2.0, 'eq': lambda x: mg.equal(x, 2.0), 'where': lambda x: mg.where(x >= 0, x, -x),
+    'sub': lambda x: 1.0 - x, 'pow': lambda x: x ** 2.0, 'exp_log': lambda x: mg.log(mg.exp(x) + 1.0),
+    'tanh_sin_cos': lambda x: mg.tanh(mg.sin(x) * mg.cos(x)), 'sum_bool': lambda x: mg.sum(x > 0, axis=1),
+    'sum_empty_axes': lambda x: mg.sum(x, axis=()), 'mean_int': lambda x: mg.mean(mg.cast(x, mg.int64)),
+    'int_div': lambda x: mg.cast(x, mg.int64) / 2, 'cast': lambda x: mg.cast(x, mg.float64) * 2.0,
+    'matmul': lambda x: x @ mg.transpose(x), 'concat': lambda x: mg.concatenate([x, x * 2.0], axis=0),
+    'reshape': lambda x: mg.reshape(x, (4, 3)), 'stack': lambda x: mg.stack([x, x], axis=1),
+    'getitem': lambda x: x[1:, ::2], 'broadcast_to': lambda x: mg.broadcast_to(x[0], (2, 4)),
+    'pow_grad': lambda x: mg.gradients(mg.sum(x ** 3.0), [x])[0],
+    'softmax_grad': lambda x: mg.gradients(mg.sum(mg.softmax(x) * x), [x])[0],
+    'max_grad': lambda x: mg.gradients(mg.sum(mg.max(x, axis=0)), [x])[0],
+    'mse_loss': lambda x: mg.nn.functional.mse_loss(x, x * 0.5) if hasattr(mg.nn, 'functional') else mg.mean(x * x),
+}
+
+
+@pytest.mark.parametrize('name', sorted(COMPOSITES))
+def test_composite_exports_and_onnxruntime_agrees_on_special_values(name):
+    """Every public composite on ordinary and special values (nan, +-inf, -0.0): the ONNX model passes
+    the checker with full type inference and onnxruntime computes what minigrad computes."""
+    fn = COMPOSITES[name]
+    ordinary = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    for xv in (ordinary,) if 'int' in name else (ordinary, SPECIAL):     # casting nan to int is undefined
+        m, want = exported(fn, xv)
+        same(run_ort(m, {'x': xv})[0], want)
+
+
+@pytest.mark.parametrize('name', ['softmax', 'log_softmax', 'logsumexp', 'max', 'mean', 'sum_empty_axes'])
+def test_composite_over_an_empty_axis(name):
+    xv = np.zeros((0, 4), np.float32)
+    fn = {'max': lambda x: mg.logsumexp(x, axis=1, keepdims=True)}.get(name, COMPOSITES[name])
+    m, want = exported(lambda x: fn(mg.transpose(x)), xv)     # the reduced axis (1 after transpose) is empty
+    same(run_ort(m, {'x': xv})[0], want)
+
+
+def test_special_values_match_minigrad_sign_of_zero_included():
+    xv = np.float32([np.nan, -np.inf, -0.0, 0.0, 4.0, -1.0])
+    for fn, ops in ((mg.sqrt, {'Sqrt'}), (mg.relu, {'Where', 'Less'})):
+        m, want = exported(fn, xv)
+        assert ops <= {n.op_type for n in m.graph.node} and 'Pow' not in {n.op_type for n in m.graph.node}
+        same(run_ort(m, {'x': xv})[0], want, signs=fn is mg.sqrt)          # sqrt(-0.0) is -0.0
+    assert np.isnan(run_ort(exported(mg.max, np.float32([1, np.nan, 2]))[0], {'x': np.float32([1, np.nan, 2])})[0])
+
+
+def test_compiled_relu_of_nan_is_zero_in_onnxruntime():
+    """A compiled Program holds the compiler's relu op: exported as Where(0 < x, x, 0), not ONNX Relu."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        y = mg.relu(x) * 2.0
+    prog = mg.compile([y], [x])
+    m = mg.to_onnx(prog)
+    onnx.checker.check_model(m, full_check=True)
+    assert 'Relu' not in {n.op_type for n in m.graph.node} and [i.name for i in m.graph.input] == ['x']
+    xv = np.float32([np.nan, -1.0, 2.0])
+    same(run_ort(m, {'x': xv})[0], np.float32([0, 0, 4]))
+
+
+def test_comparisons_are_onnx_comparisons_not_max_over_bools():
+    m, _ = exported(lambda x: (x >= 0.5) + (x <= 0.5) * 1.0, SPECIAL)
+    types = {n.op_type for n in m.graph.node}
+    assert 'Or' in types and 'Max' not in types
+    ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])    # loads
+
+
+def test_export_prunes_to_what_the_outputs_need():
+    """Exporting `pred` from a graph that also holds a training loss ignores the `labels` placeholder."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (None, 3), name='x')
+        labels = mg.placeholder(mg.float32, (None, 2), name='labels')
+        w = mg.Variable(np.ones((3, 2), np.float32), name='w')
+        pred = mg.softmax(x @ w)
+        loss = mg.mean((pred - labels) ** 2)
+        mg.gradients(loss, [w])
+    m = mg.to_onnx(pred, inputs=[x])
+    onnx.checker.check_model(m, full_check=True)
+    assert [i.name for i in m.graph.input] == ['x'] and 'labels' not in {i for n in m.graph.node for i in n.input}
+    xv = np.float32([[1, 2, 3]])
+    same(run_ort(m, {'x': xv})[0], mg.Session(g).run(pred, {x: xv}))
+
+
+def test_traced_module_keeps_its_input_name():
+    net = mg.nn.Sequential(mg.nn.Linear(4, 3), mg.nn.ReLU())
+    m = mg.to_onnx(net, example_inputs=[np.ones((2, 4), np.float32)])
+    assert [i.name for i in m.graph.input] == ['x']
