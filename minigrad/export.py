@@ -11,17 +11,18 @@ ScatterElements scatter_add, If cond, Loop while_loop) and folds the run-time sh
 """
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 
 import numpy as np
 
-from . import ops as P
+from . import functional as F, ops as P
 from .compiler import ops as C
 from .compiler.program import Program
-from .core import Names
+from .core import Names, apply
 from .control import COND, WHILE, cond, while_loop
 from .errors import MinigradError
-from .graph import Graph, Symbol, constant, needed_nodes, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
+from .graph import Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
 from .trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -55,11 +56,16 @@ class _Builder:
         return name
 
 
-def _value_info(name, dtype, shape):
+def _value_info(name, dtype, shape, dims=None, front='batch'):
+    """A tensor's ONNX type: `dims` {axis: name} names dynamic dims; another unknown dim in front is
+    named `front` (None: left unnamed, e.g. an output's)."""
     onnx = _onnx()
     elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    dims = None if shape is None else ['batch' if d is None else d for d in shape]
-    return onnx.helper.make_tensor_value_info(name, elem, dims)
+    if shape is None:
+        return onnx.helper.make_tensor_value_info(name, elem, None)
+    dims = {a % len(shape): n for a, n in (dims or {}).items()} if shape else {}
+    return onnx.helper.make_tensor_value_info(name, elem, [
+        dims.get(i, front if d is None and i == 0 else d) for i, d in enumerate(shape)])
 
 
 # ------------------------------------------------------------------ lowerings, stored on the records
@@ -151,6 +157,8 @@ def _reshape(b, node, xs):
 
 def _transpose(b, node, xs):
     axes = node.params.get('axes')
+    if axes is not None and not len(axes):     # a scalar: an empty perm has no ONNX attribute type
+        return b.op('Identity', xs, name=node.outputs[0].name)
     extra = {} if axes is None else {'perm': list(axes)}
     return b.op('Transpose', xs, name=node.outputs[0].name, **extra)
 
@@ -273,7 +281,9 @@ LOWERINGS = {P.add: _simple('Add', on_bool='Or'), P.mul: _simple('Mul', on_bool=
              P.transpose: _transpose, P.matmul: _simple('MatMul'),
              P.broadcast_to: lambda b, n, xs: b.op('Expand', [xs[0], b.const(np.array(n.params['shape'], np.int64))],
                                                    name=n.outputs[0].name),
-             P.concatenate: lambda b, n, xs: b.op('Concat', xs, name=n.outputs[0].name, axis=n.params['axis']),
+             P.concatenate: lambda b, n, xs: b.op('Concat', [_cast_to(b, x, s.dtype, n.outputs[0].dtype)
+                                                         for x, s in zip(xs, n.inputs)],
+                                                  name=n.outputs[0].name, axis=n.params['axis']),
              P.reshape_like: _like('Reshape'), P.broadcast_like: _like('Expand'),
              P.getitem: _getitem, P.scatter_add: _scatter_add, P.sum_to_like: _sum_to_like,
              C.sub: _simple('Sub'), C.relu: _relu}
@@ -367,10 +377,12 @@ COND.onnx, WHILE.onnx = _lower_cond, _lower_while
 
 
 # ------------------------------------------------------------------ the public entry points
-def _resolve(obj, inputs, example_inputs):
-    """(graph, inputs, outputs) for a Symbol/list, a Program, a TracedFunction, or a Module/function."""
+def _resolve(obj, inputs, example_inputs, relax=False):
+    """(graph, inputs, outputs) for a Symbol/list, a Program, a TracedFunction, or a Module/function.
+    `relax`: a Program gives its input graph (before the passes fixed kernels to its shapes)."""
     if isinstance(obj, Program):     # its .inputs are the caller's symbols; the optimised graph has its own
-        return obj.graph, list(obj.graph.inputs), list(obj.graph.outputs)
+        g = obj.history[0][1] if relax else obj.graph
+        return g, list(g.inputs), list(g.outputs)
     if isinstance(obj, TracedFunction):
         return obj.graph, list(obj.inputs), list(obj.outputs)
     if isinstance(obj, Symbol) or (isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], Symbol)):
@@ -385,24 +397,80 @@ def _resolve(obj, inputs, example_inputs):
                         'a traced function, or a Module with example_inputs)')
 
 
-def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None):
-    """The ONNX ModelProto for `obj` (same arguments as export_onnx, without the file)."""
-    onnx = _onnx()
-    graph, ins, outs = _resolve(obj, inputs, example_inputs)
-    b = _Builder()
+def _dynamic_spec(dynamic_axes, dynamic_batch, names):
+    """{ONNX name: {axis: dim name}} from torch.onnx.export-style dynamic_axes ({'x': {0: 'batch'}} or
+    {'x': [0]}) and dynamic_batch=True (axis 0 of every input, named 'batch')."""
+    spec = {n: {0: 'batch'} for n in names} if dynamic_batch else {}
+    for name, axes in (dynamic_axes or {}).items():
+        axes = dict(axes) if isinstance(axes, dict) else {int(a): f'{name}_dim{a}' for a in axes}
+        spec[name] = {**spec.get(name, {}), **axes}
+    return spec
+
+
+def _relaxed(graph, ins, outs, shapes):
+    """The nodes the outputs need, applied again on placeholders of `shapes` (None: a dynamic dim), so
+    every shape rule runs again; a graph value that fixed the old size (a reshape to the traced batch,
+    the 1/64 of a mean over the batch) stays as it was: build such models with None dims instead."""
+    g, env = Graph(graph.name), {}
+    with g.as_default():
+        for p, s in zip(ins, shapes):
+            env[id(p)] = placeholder(p.dtype, s, name=p.name)
+        for node in needed_nodes(graph, outs):
+            o = node.outputs[0] if node.outputs else None
+            if node.prim is PLACEHOLDER:
+                if id(o) not in env:
+                    raise MinigradError(f"export_onnx: placeholder '{o.name}' is not among the inputs")
+                continue
+            if node.prim in _RELAX_SOURCES:
+                env[id(o)] = _RELAX_SOURCES[node.prim](node)
+                continue
+            if node.prim.kind == 'node':      # cond, while, assign: their sub-graphs keep the old shapes
+                raise MinigradError(f"export_onnx: dynamic axes: '{o.name}' ({node.op}) cannot be rebuilt for new "
+                                    'shapes; build the graph on placeholders with None dims and export that')
+            res = apply(node.prim, *[env[id(s)] for s in node.inputs], **node.params)
+            env.update(zip([id(s) for s in node.outputs], res if isinstance(res, (list, tuple)) else [res]))
+    return g, [env[id(p)] for p in ins], [env[id(o)] for o in outs]
+
+
+_RELAX_SOURCES = {CONSTANT: lambda n: constant(n.params['value'], name=n.outputs[0].name),
+                  VARIABLE: lambda n: Variable_(n.params['initial_value'], name=n.outputs[0].name)}
+
+
+def _input_infos(b, ins, names, spec):
+    """ONNX inputs (the dims `spec` names dynamic; other unknown dims: 'batch' in front, else unnamed)."""
     env, infos = {}, []
-    for p, name in zip(ins, input_names or [p.name for p in ins]):
+    for p, name in zip(ins, names):
         if not isinstance(p, Symbol) or p.node.prim is not PLACEHOLDER:
             raise MinigradError(f'export_onnx: inputs must be placeholders, got {p!r}')
         env[id(p)] = b.fresh(name)
-        infos.append(_value_info(env[id(p)], p.dtype, p.shape))
+        infos.append(_value_info(env[id(p)], p.dtype, p.shape, spec.get(name, {})))
+    return env, infos
+
+
+def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
+            dynamic_axes=None, dynamic_batch=False):
+    """The ONNX ModelProto for `obj` (same arguments as export_onnx, without the file)."""
+    onnx = _onnx()
+    relax = bool(dynamic_axes or dynamic_batch)
+    graph, ins, outs = _resolve(obj, inputs, example_inputs, relax)
+    in_names = list(input_names or [p.name for p in ins])
+    names = list(output_names or [o.name for o in outs])
+    spec = _dynamic_spec(dynamic_axes, dynamic_batch, in_names)
+    unknown = sorted(set(spec) - set(in_names) - set(names))
+    if unknown:
+        raise MinigradError(f'export_onnx: dynamic_axes names {unknown}, which are not inputs {in_names} or '
+                            f'outputs {names}')
+    if relax:
+        shapes = [_dynamic_shape(p, spec.get(n, {})) for p, n in zip(ins, in_names)]
+        graph, ins, outs = _relaxed(graph, ins, outs, shapes)
+    b = _Builder()
+    env, infos = _input_infos(b, ins, in_names, spec)
     _lower_graph(b, graph, env, needed_nodes(graph, outs))     # only what the outputs need, as Session
-    names = output_names or [o.name for o in outs]
     out_infos = []
     for o, name in zip(outs, names):
         out = b.fresh(name)         # an output may not reuse an input's name
         b.nodes.append(onnx.helper.make_node('Identity', [env[id(o)]], [out], name=b.fresh('Identity')))
-        out_infos.append(_value_info(out, o.dtype, o.shape))
+        out_infos.append(_value_info(out, o.dtype, o.shape, spec.get(name, {}), front=None))
     g = onnx.helper.make_graph(b.nodes, graph.name or 'minigrad', infos, out_infos, b.inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid('', opset or DEFAULT_OPSET)],
                                    producer_name='minigrad')
@@ -410,8 +478,27 @@ def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_name
     return model
 
 
-def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None):
+def _dynamic_shape(p, axes):
+    """p's shape with `axes` unknown (None); an axis past its rank is an error naming it."""
+    shape = p.shape
+    if axes and shape is None:
+        return None
+    bad = [a for a in axes if not -len(shape) <= a < len(shape)]
+    if bad:
+        raise MinigradError(f"export_onnx: dynamic_axes {bad} of '{p.name}' are out of range for its shape "
+                            f'{tuple(shape)}')
+    dyn = {a % len(shape) for a in axes}
+    return tuple(None if i in dyn else d for i, d in enumerate(shape))
+
+
+def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
+                dynamic_axes=None, dynamic_batch=False):
     """Write `obj` as an ONNX model to `f` (a path or a binary file object); returns the ModelProto.
+
+    ``dynamic_axes={'x': {0: 'batch'}}`` (as torch.onnx.export; ``{'x': [0]}`` names the dim for you)
+    marks dims of inputs (and outputs) dynamic: the graph is rebuilt on placeholders with those dims
+    unknown, so a model traced or compiled at batch 64 runs at any batch. ``dynamic_batch=True`` is
+    ``{name: {0: 'batch'}}`` for every input. A graph built on None dims is dynamic there already.
 
     >>> import minigrad as mg, io
     >>> g = mg.Graph()
@@ -421,7 +508,7 @@ def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, outp
     >>> [n.op_type for n in m.graph.node]
     ['Mul', 'Add', 'Identity']
     """
-    model = to_onnx(obj, inputs, example_inputs, input_names, output_names, opset)
+    model = to_onnx(obj, inputs, example_inputs, input_names, output_names, opset, dynamic_axes, dynamic_batch)
     data = model.SerializeToString()
     if hasattr(f, 'write'):
         f.write(data)
@@ -478,7 +565,7 @@ def _import_reduce(prim):
     def imp(xs, a):
         if len(xs) > 1 and isinstance(xs[1], _Shape):
             return [P.sum_to_like(xs[0], xs[1].ref)]        # followed by Reshape(_, Shape(ref)): a no-op then
-        axes = None if len(xs) < 2 or xs[1] is None else tuple(_ints(xs[1], f'{a["op"]} axes'))
+        axes = _attr_axes(xs, a)
         if axes == () and not a.get('noop_with_empty_axes'):
             axes = None                                     # ONNX: no axes means all of them
         return [prim(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
@@ -585,18 +672,91 @@ def _import_table():
         'ConstantOfShape': lambda xs, a: [constant(np.full(_ints(xs[0], 'ConstantOfShape shape'), _attr_value(a)
                                                            .reshape(()) if 'value' in a else np.float32(0)))],
         'If': _import_if, 'Loop': _import_loop})
+    table.update(TORCH_OPS)
     return table
+
+
+def _attr_axes(xs, a, default=None):
+    """Reduce axes: the second input (opset 18) or the `axes` attribute (before); None means all."""
+    if len(xs) > 1 and xs[1] is not None:
+        return tuple(_ints(xs[1], f"{a['op']} axes"))
+    return tuple(a['axes']) if 'axes' in a else default
+
+
+def _import_mean_like(fn):
+    def imp(xs, a):
+        axes = _attr_axes(xs, a)
+        if axes == () and not a.get('noop_with_empty_axes'):
+            axes = None
+        return [fn(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
+    return imp
+
+
+def _import_gemm(xs, a):
+    """Y = alpha * A' @ B' + beta * C (A' = A.T when transA, B' likewise): nn.Linear's export."""
+    A, B = (F.transpose(x) if a.get(t) else x for x, t in ((xs[0], 'transA'), (xs[1], 'transB')))
+    y = P.matmul(A, B)
+    y = y if a.get('alpha', 1.0) == 1.0 else P.mul(y, np.float32(a['alpha']))
+    if len(xs) > 2 and xs[2] is not None:
+        c = xs[2] if a.get('beta', 1.0) == 1.0 else P.mul(xs[2], np.float32(a['beta']))
+        y = P.add(y, c)
+    return [y]
+
+
+def _import_flatten(xs, a):
+    x, ax = xs[0], a.get('axis', 1)
+    if x.shape is None or None in x.shape[ax:]:
+        raise MinigradError(f'import_onnx: Flatten needs the dims from axis {ax} on known, got shape {x.shape}')
+    lead = x.shape[:ax]
+    head = int(np.prod(lead)) if None not in lead else -1
+    return [P.reshape(x, shape=(head, int(np.prod(x.shape[ax:]))))]
+
+
+def _import_clip(xs, a):
+    """Clip(x, min, max): inputs from opset 11 (attributes before); a missing bound clips nothing."""
+    x, lo, hi = (list(xs) + [None, None])[:3]
+    lo = lo if lo is not None else a.get('min')
+    hi = hi if hi is not None else a.get('max')
+    x = x if lo is None else F.maximum(x, lo)
+    return [x if hi is None else F.minimum(x, hi)]
+
+
+def _fold(fn):        # Max / Min / Sum take any number of inputs
+    return lambda xs, a: [functools.reduce(fn, xs)]
+
+
+def _no_erf(xs, a):
+    raise MinigradError("import_onnx: Erf has no minigrad primitive (it is not composed of exp/tanh exactly); "
+                        "export GELU as nn.GELU(approximate='tanh'), which needs only Tanh")
+
+
+# ONNX operators a small PyTorch model exports to, onto minigrad's public composites (issue 35)
+TORCH_OPS = {
+    'Gemm': _import_gemm, 'Neg': lambda xs, a: [F.negative(xs[0])], 'Abs': lambda xs, a: [F.abs(xs[0])],
+    'Sqrt': lambda xs, a: [F.sqrt(xs[0])], 'Sigmoid': lambda xs, a: [F.sigmoid(xs[0])],
+    'Relu': lambda xs, a: [F.relu(xs[0])], 'Sub': lambda xs, a: [F.subtract(*xs)],
+    'LeakyRelu': lambda xs, a: [F.where(F.greater(xs[0], 0.0), xs[0], P.mul(xs[0], np.float32(a.get('alpha', 0.01))))],
+    'Softmax': lambda xs, a: [F.softmax(xs[0], axis=a.get('axis', -1))],
+    'LogSoftmax': lambda xs, a: [F.log_softmax(xs[0], axis=a.get('axis', -1))],
+    'Max': _fold(F.maximum), 'Min': _fold(F.minimum), 'Sum': _fold(F.add),
+    'Greater': lambda xs, a: [F.greater(*xs)], 'GreaterOrEqual': lambda xs, a: [P.greater_equal(*xs)],
+    'LessOrEqual': lambda xs, a: [P.less_equal(*xs)], 'Not': lambda xs, a: [P.equal(xs[0], False)],
+    'Or': lambda xs, a: [P.maximum(*xs)], 'And': lambda xs, a: [P.mul(*xs)],
+    'ReduceMean': _import_mean_like(F.mean), 'Flatten': _import_flatten, 'Clip': _import_clip, 'Erf': _no_erf,
+}
 
 
 def _bad(a, what):
     raise MinigradError(f"import_onnx: {a['op']} {what} is not supported")
 
 
-def _import_nodes(gp, env, table) -> list:
+def _import_nodes(gp, env, table, top=False) -> list:
     """Add the nodes of ONNX graph `gp` to the default graph; `env` maps ONNX names to Symbols (filled)."""
     onnx = _onnx()
-    for t in gp.initializer:
-        env[t.name] = constant(onnx.numpy_helper.to_array(t), name=t.name)
+    for t in gp.initializer:      # weights (float, not scalars) of the top graph become Variables to train
+        arr = onnx.numpy_helper.to_array(t)
+        weight = top and arr.dtype.kind == 'f' and arr.ndim > 0
+        env[t.name] = (Variable_ if weight else constant)(arr, name=t.name)
     for n in gp.node:
         if n.op_type not in table:
             raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) is not supported: minigrad has no "
@@ -613,7 +773,10 @@ def _import_nodes(gp, env, table) -> list:
 
 def import_onnx(f) -> Graph:
     """Read an ONNX model (path, binary file or ModelProto) into a minigrad Graph; `graph.inputs` are its
-    placeholders and `graph.outputs` its results. `If` becomes mg.cond, `Loop` mg.while_loop.
+    placeholders and `graph.outputs` its results. `If` becomes mg.cond, `Loop` mg.while_loop. Float
+    initializers (weights, biases) become Variables (``graph.variables``: train them further with
+    mg.gradients); the operators of a PyTorch MLP (Gemm, Relu, Sigmoid, Softmax, Flatten, Clip, ...) map
+    onto minigrad composites. Erf raises (no minigrad primitive): export GELU with approximate='tanh'.
 
     >>> import minigrad as mg, io, numpy as np
     >>> g = mg.Graph()
@@ -632,7 +795,7 @@ def import_onnx(f) -> Graph:
             t = vi.type.tensor_type
             shape = [d.dim_value if d.HasField('dim_value') else None for d in t.shape.dim] if t.HasField('shape') else None
             env[vi.name] = placeholder(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type), shape, name=vi.name)
-        outs = _import_nodes(model.graph, env, _import_table())
+        outs = _import_nodes(model.graph, env, _import_table(), top=True)
     g.inputs = [env[vi.name] for vi in model.graph.input]
     g.outputs = [g.lift(o) for o in outs]
     return g
