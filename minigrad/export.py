@@ -5,9 +5,15 @@ Each primitive's ONNX lowering lives on its record (``Primitive.onnx``): a funct
 without a lowering are expanded with their ``decompose`` sub-graph; ``cond`` becomes ONNX ``If``
 and ``while`` becomes ``Loop``. Variables and constants become initializers.
 
+Export lowers only what the outputs need; ``dynamic_axes=`` rebuilds the graph on placeholders with
+those dims unknown. Where onnxruntime and numpy differ on special values, the lowering writes minigrad's
+meaning (relu(nan) = 0, sqrt(-0.0) = -0.0, max of a NaN is NaN); the sign of zero through ONNX Where is
+onnxruntime's (Where(True, -0.0, y) gives +0.0 there).
+
 import_onnx maps ONNX ops back onto primitives (Slice/Squeeze/Unsqueeze/Gather become getitem,
 ScatterElements scatter_add, If cond, Loop while_loop) and folds the run-time shape patterns of the
-*_like lowerings (``Expand(x, Shape(r))`` ...) back into broadcast_like / reshape_like / sum_to_like.
+*_like lowerings (``Expand(x, Shape(r))`` ...) back into broadcast_like / reshape_like / sum_to_like;
+the operators of a PyTorch MLP (TORCH_OPS) map onto minigrad's composites.
 """
 from __future__ import annotations
 
