@@ -602,3 +602,29 @@ def test_import_reduce_axes_from_the_attribute_before_opset_18():
 def test_import_erf_raises_naming_the_op():
     with pytest.raises(mg.MinigradError, match=r"Erf has no minigrad primitive.*approximate='tanh'"):
         mg.import_onnx(_onnx_model('Erf', {'a': A}))
+
+
+@pytest.mark.parametrize('exporter', ['torchscript', 'dynamo'])
+def test_live_pytorch_export_imports(exporter):
+    """With torch installed: the models of scripts/make_torch_onnx.py exported now (the dynamo exporter needs
+    onnxscript) import and agree with torch on values and gradients."""
+    torch = pytest.importorskip('torch')
+    if exporter == 'dynamo':
+        pytest.importorskip('onnxscript')
+    import importlib.util
+    script = DATA.parent.parent / 'scripts' / 'make_torch_onnx.py'
+    spec = importlib.util.spec_from_file_location('make_torch_onnx', script)
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    for name, model, shape in make.models():
+        x = torch.randn(*shape, requires_grad=True)
+        buf = io.BytesIO()
+        torch.onnx.export(model, (x,), buf, input_names=['x'], output_names=['y'], dynamo=exporter == 'dynamo',
+                          dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}} if exporter != 'dynamo' else None)
+        g = mg.import_onnx(onnx.load_from_string(buf.getvalue()))
+        with g.as_default():
+            gx, = mg.gradients(mg.sum(g.outputs[0] * g.outputs[0]), [g.inputs[0]])
+        y, gxv = mg.Session(g).run([g.outputs[0], gx], {g.inputs[0]: x.detach().numpy()})
+        (model(x) ** 2).sum().backward()
+        np.testing.assert_allclose(y, model(x).detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(gxv, x.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
