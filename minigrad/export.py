@@ -505,6 +505,8 @@ def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, outp
     marks dims of inputs (and outputs) dynamic: the graph is rebuilt on placeholders with those dims
     unknown, so a model traced or compiled at batch 64 runs at any batch. ``dynamic_batch=True`` is
     ``{name: {0: 'batch'}}`` for every input. A graph built on None dims is dynamic there already.
+    **Trap**: a size the graph computed from the old shape (a reshape to the traced batch, the 1/64 of a
+    mean over the batch) stays fixed; build such a model on a placeholder with a None dim instead.
 
     >>> import minigrad as mg, io
     >>> g = mg.Graph()
