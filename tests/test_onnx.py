@@ -434,16 +434,25 @@ def test_differential_net_exported_fast():
 @pytest.mark.filterwarnings('ignore::RuntimeWarning')
 @pytest.mark.parametrize('kw', [dict(dtypes=(np.float64,)), dict(dtypes=(np.float32, np.int64)),
                                 dict(dtypes=(np.float64,), empty='always'),
-                                dict(dtypes=(np.float64,), control=('cond',), max_steps=5)],
-                         ids=['float64', 'float32_int', 'empty', 'cond'])
+                                dict(dtypes=(np.float64,), control=('cond',), max_steps=5), 'none_dims'],
+                         ids=['float64', 'float32_int', 'empty', 'cond', 'none_dims'])
 def test_differential_net_exported_slow(kw):
+    """Bigger slices; 'none_dims': placeholders with unknown dims (dynamic in ONNX), where the program
+    allows it (an index or gradient that needs a known size raises its documented error instead)."""
     net = _net()
     from hypothesis import given
+    none_dims = kw == 'none_dims'
 
     @net_settings(net.n_programs(150))
-    @given(case=net.program_and_inputs(**kw))
+    @given(case=net.program_and_inputs(**(dict(dtypes=(np.float64,)) if none_dims else kw)))
     def run(case):
-        export_and_compare(case)
+        if none_dims and case[0].none_mask is None:
+            return
+        try:
+            export_and_compare(case, none_dims=none_dims)
+        except mg.MinigradError as e:
+            if not (none_dims and 'known' in str(e)):
+                raise
     run()
 
 
