@@ -169,12 +169,12 @@ def _transpose(b, node, xs):
     return b.op('Transpose', xs, name=node.outputs[0].name, **extra)
 
 
-def _like(op_type):      # reshape_like / broadcast_like: the target shape is read from `ref` at run time
+def _like(op_type, **attrs):      # reshape_like / broadcast_like: the target shape is Shape(ref) at run time
     def lower(b, node, xs):
         x = xs[0]
         if node.params.get('axes'):
             x = b.op('Unsqueeze', [x, b.const(np.array(node.params['axes'], np.int64), 'axes')])[0]
-        return b.op(op_type, [x, b.op('Shape', [xs[1]])[0]], name=node.outputs[0].name)
+        return b.op(op_type, [x, b.op('Shape', [xs[1]])[0]], name=node.outputs[0].name, **attrs)
     return lower
 
 
@@ -290,7 +290,8 @@ LOWERINGS = {P.add: _simple('Add', on_bool='Or'), P.mul: _simple('Mul', on_bool=
              P.concatenate: lambda b, n, xs: b.op('Concat', [_cast_to(b, x, s.dtype, n.outputs[0].dtype)
                                                          for x, s in zip(xs, n.inputs)],
                                                   name=n.outputs[0].name, axis=n.params['axis']),
-             P.reshape_like: _like('Reshape'), P.broadcast_like: _like('Expand'),
+             P.broadcast_like: _like('Expand'),
+             P.reshape_like: _like('Reshape', allowzero=1),      # a 0 in Shape(ref) is a size, not "copy"
              P.getitem: _getitem, P.scatter_add: _scatter_add, P.sum_to_like: _sum_to_like,
              C.sub: _simple('Sub'), C.relu: _relu}
 for _prim, _lower in LOWERINGS.items():

@@ -196,6 +196,13 @@ def test_like_patterns_round_trip():
     lowered(lambda x: mg.ops.reshape_like(x.reshape(-1), x) + mg.mean(x), X.shape, X, (None, 3, None))
 
 
+def test_reshape_gradient_with_an_empty_dim():
+    """reshape_like reads Shape(ref) = (0, 4): Reshape needs allowzero=1, or ONNX copies the dim a 0 marks."""
+    ops = lowered(lambda x: mg.gradients(mg.sum(mg.reshape(x, (4, 0)) * 2.0), [x])[0], (0, 4),
+                  np.zeros((0, 4), np.float32))
+    assert 'Reshape' in ops
+
+
 def test_gradient_graph_of_an_mlp_round_trips():
     rng = np.random.default_rng(0)
     g = mg.Graph()
@@ -396,7 +403,7 @@ def _net():
     return net
 
 
-def export_and_compare(case, none_dims=False):
+def export_and_compare(case, none_dims=False, compiled=False):
     """One random program built as a graph (values, gradients, second order): exported with every fetch
     as an output, checked by onnx's checker, run in onnxruntime against mg.Session. Exclusions: the sign of
     zero (onnxruntime's Where(True, -0.0, y) gives +0.0), and float64 math (exp, tanh, ...) within 1e-9."""
@@ -404,7 +411,14 @@ def export_and_compare(case, none_dims=False):
     prog, arrays, _ = case
     b = net.Built(prog, none_dims=none_dims)
     want = mg.Session(b.graph).run(b.fetches, b.feeds(arrays))
-    m = mg.to_onnx(b.fetches, inputs=b.phs)
+    # compiled: the Program's optimised graph (fma, fused groups, sub, relu) on every backend
+    models = [mg.to_onnx(mg.compile(b.fetches, b.phs, backend=k)) for k in net.BACKENDS] if compiled else \
+        [mg.to_onnx(b.fetches, inputs=b.phs)]
+    for m in models:
+        compare_model(net, m, b, prog, arrays, want)
+
+
+def compare_model(net, m, b, prog, arrays, want):
     onnx.checker.check_model(m, full_check=True)
     got = run_ort(m, {p.name: a for p, a in zip(b.phs, arrays)})
     for n, (g, w) in enumerate(zip(got, want)):
@@ -434,22 +448,22 @@ def test_differential_net_exported_fast():
 @pytest.mark.filterwarnings('ignore::RuntimeWarning')
 @pytest.mark.parametrize('kw', [dict(dtypes=(np.float64,)), dict(dtypes=(np.float32, np.int64)),
                                 dict(dtypes=(np.float64,), empty='always'),
-                                dict(dtypes=(np.float64,), control=('cond',), max_steps=5), 'none_dims'],
-                         ids=['float64', 'float32_int', 'empty', 'cond', 'none_dims'])
+                                dict(dtypes=(np.float64,), control=('cond',), max_steps=5), 'none_dims', 'compiled'],
+                         ids=['float64', 'float32_int', 'empty', 'cond', 'none_dims', 'compiled'])
 def test_differential_net_exported_slow(kw):
     """Bigger slices; 'none_dims': placeholders with unknown dims (dynamic in ONNX), where the program
     allows it (an index or gradient that needs a known size raises its documented error instead)."""
     net = _net()
     from hypothesis import given
-    none_dims = kw == 'none_dims'
+    none_dims, compiled = kw == 'none_dims', kw == 'compiled'
 
     @net_settings(net.n_programs(150))
-    @given(case=net.program_and_inputs(**(dict(dtypes=(np.float64,)) if none_dims else kw)))
+    @given(case=net.program_and_inputs(**(dict(dtypes=(np.float64, np.float32)) if isinstance(kw, str) else kw)))
     def run(case):
         if none_dims and case[0].none_mask is None:
             return
         try:
-            export_and_compare(case, none_dims=none_dims)
+            export_and_compare(case, none_dims=none_dims, compiled=compiled)
         except mg.MinigradError as e:
             if not (none_dims and 'known' in str(e)):
                 raise
