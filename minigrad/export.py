@@ -5,23 +5,30 @@ Each primitive's ONNX lowering lives on its record (``Primitive.onnx``): a funct
 without a lowering are expanded with their ``decompose`` sub-graph; ``cond`` becomes ONNX ``If``
 and ``while`` becomes ``Loop``. Variables and constants become initializers.
 
+Export lowers only what the outputs need; ``dynamic_axes=`` rebuilds the graph on placeholders with
+those dims unknown. Where onnxruntime and numpy differ on special values, the lowering writes minigrad's
+meaning (relu(nan) = 0, sqrt(-0.0) = -0.0, max of a NaN is NaN); the sign of zero through ONNX Where is
+onnxruntime's (Where(True, -0.0, y) gives +0.0 there).
+
 import_onnx maps ONNX ops back onto primitives (Slice/Squeeze/Unsqueeze/Gather become getitem,
 ScatterElements scatter_add, If cond, Loop while_loop) and folds the run-time shape patterns of the
-*_like lowerings (``Expand(x, Shape(r))`` ...) back into broadcast_like / reshape_like / sum_to_like.
+*_like lowerings (``Expand(x, Shape(r))`` ...) back into broadcast_like / reshape_like / sum_to_like;
+the operators of a PyTorch MLP (TORCH_OPS) map onto minigrad's composites.
 """
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 
 import numpy as np
 
-from . import ops as P
+from . import functional as F, ops as P
 from .compiler import ops as C
 from .compiler.program import Program
-from .core import Names
+from .core import Names, apply
 from .control import COND, WHILE, cond, while_loop
 from .errors import MinigradError
-from .graph import Graph, Symbol, constant, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
+from .graph import Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
 from .trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -55,18 +62,58 @@ class _Builder:
         return name
 
 
-def _value_info(name, dtype, shape):
+def _value_info(name, dtype, shape, dims=None, front='batch'):
+    """A tensor's ONNX type: `dims` {axis: name} names dynamic dims; another unknown dim in front is
+    named `front` (None: left unnamed, e.g. an output's)."""
     onnx = _onnx()
     elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    dims = None if shape is None else ['batch' if d is None else d for d in shape]
-    return onnx.helper.make_tensor_value_info(name, elem, dims)
+    if shape is None:
+        return onnx.helper.make_tensor_value_info(name, elem, None)
+    dims = {a % len(shape): n for a, n in (dims or {}).items()} if shape else {}
+    return onnx.helper.make_tensor_value_info(name, elem, [
+        dims.get(i, front if d is None and i == 0 else d) for i, d in enumerate(shape)])
 
 
 # ------------------------------------------------------------------ lowerings, stored on the records
-def _simple(op_type):
-    lower = lambda b, node, xs: b.op(op_type, xs, name=node.outputs[0].name)
+def _cast_to(b, x, have, want):
+    """x as dtype `want` (a Cast when it is not already): ONNX ops take one dtype, numpy promotes."""
+    if np.dtype(have) == np.dtype(want):
+        return x
+    return b.op('Cast', [x], to=_onnx().helper.np_dtype_to_tensor_dtype(np.dtype(want)))[0]
+
+
+def _simple(op_type, on_bool=None, operands=None, compare=False):
+    """One ONNX op; inputs `operands` (default all) are cast to the output dtype (to their common dtype
+    when `compare`); `on_bool`: the op for all-bool inputs (ONNX arithmetic has no bool form)."""
+    def lower(b, node, xs):
+        ins = node.inputs
+        if on_bool and all(np.dtype(s.dtype) == np.bool_ for s in ins):
+            return b.op(on_bool, xs, name=node.outputs[0].name)
+        idx = range(len(xs)) if operands is None else operands
+        want = np.result_type(*[ins[i].dtype for i in idx]) if compare else node.outputs[0].dtype
+        xs = [_cast_to(b, x, s.dtype, want) if i in idx else x for i, (x, s) in enumerate(zip(xs, ins))]
+        return b.op(op_type, xs, name=node.outputs[0].name)
     lower.op_type = op_type              # read by import_onnx: the one-to-one ops map back to their record
     return lower
+
+
+def _pow(b, node, xs):
+    """x ** 0.5 (mg.sqrt) is ONNX Sqrt: Pow(x, 0.5) gives +inf at -inf and +0.0 at -0.0, numpy nan and -0.0."""
+    x, y = node.inputs
+    if y.node.prim is CONSTANT and np.all(np.asarray(y.node.params['value']) == 0.5) and \
+            x.shape == node.outputs[0].shape and x.dtype == node.outputs[0].dtype:
+        return b.op('Sqrt', xs[:1], name=node.outputs[0].name)
+    return _POW(b, node, xs)
+
+
+_POW = _simple('Pow')
+_pow.op_type = 'Pow'
+
+
+def _relu(b, node, xs):
+    """minigrad's relu(nan) is 0 (ONNX Relu gives nan): Where(0 < x, x, 0), the composite relu stands for."""
+    zero = b.const(np.zeros((), node.outputs[0].dtype), 'zero')
+    return b.op('Where', [b.op('Less', [zero, xs[0]])[0], xs[0], zero], name=node.outputs[0].name)
 
 
 def _axes(b, node):
@@ -76,13 +123,35 @@ def _axes(b, node):
     return [b.const(np.array([axis] if np.ndim(axis) == 0 else list(axis), np.int64), 'axes')]
 
 
-def _reduce(op_type):
+def _reduce(op_type, nothing):
+    """ReduceSum/ReduceMax (the input cast to the output dtype: a sum of bools counts in int64); a max
+    with initial= is Max(ReduceMax(x), initial), and initial=-inf on floats is ReduceMax alone (opset 18
+    gives -inf over an empty axis). axis=() reduces nothing: `nothing` (numpy's sum adds 0: -0.0 -> 0.0)."""
     def lower(b, node, xs):
-        if node.params.get('initial') is not None:
-            raise MinigradError(f"export_onnx: '{node.outputs[0].name}' ({node.op} with initial=) has no ONNX form")
-        return b.op(op_type, xs + _axes(b, node), name=node.outputs[0].name,
-                    keepdims=int(bool(node.params.get('keepdims'))))
+        out, initial, axis = node.outputs[0], node.params.get('initial'), node.params.get('axis')
+        x = _cast_to(b, xs[0], node.inputs[0].dtype, out.dtype)
+        plain = initial is None or (np.dtype(out.dtype).kind == 'f' and initial == -np.inf)
+        if axis is not None and np.ndim(axis) and not len(axis):
+            y = b.op(nothing, [x, b.const(np.zeros((), out.dtype), 'zero')][:1 + (nothing == 'Add')], name='noop')
+        else:
+            keep = int(bool(node.params.get('keepdims')))
+            y = b.op(op_type, [x] + _axes(b, node), name=out.name if plain else 'reduce', keepdims=keep)
+            y = _NAN_SAFE.get((op_type, np.dtype(out.dtype).kind), lambda *a: y)(b, node, x, y, keep)
+        return y if plain else b.op('Max', [y[0], b.const(np.asarray(initial, out.dtype), 'initial')],
+                                    name=out.name)
     return lower
+
+
+def _nan_max(b, node, x, y, keep):
+    """onnxruntime's ReduceMax may skip a NaN (max([1, nan, 2]) is 2); numpy's max is nan: where any is."""
+    nans = b.op('ReduceMax', [b.op('Cast', b.op('IsNaN', [x]), to=_onnx().TensorProto.INT32)[0]] + _axes(b, node),
+                keepdims=keep)[0]
+    any_nan = b.op('Greater', [nans, b.const(np.int32(0))])[0]
+    return b.op('Where', [any_nan, b.const(np.asarray(np.nan, node.outputs[0].dtype), 'nan'), y[0]],
+                name=node.outputs[0].name)
+
+
+_NAN_SAFE = {('ReduceMax', 'f'): _nan_max}       # (ONNX op, dtype kind) -> the fix-up after it
 
 
 def _reshape(b, node, xs):
@@ -94,16 +163,18 @@ def _reshape(b, node, xs):
 
 def _transpose(b, node, xs):
     axes = node.params.get('axes')
+    if axes is not None and not len(axes):     # a scalar: an empty perm has no ONNX attribute type
+        return b.op('Identity', xs, name=node.outputs[0].name)
     extra = {} if axes is None else {'perm': list(axes)}
     return b.op('Transpose', xs, name=node.outputs[0].name, **extra)
 
 
-def _like(op_type):      # reshape_like / broadcast_like: the target shape is read from `ref` at run time
+def _like(op_type, **attrs):      # reshape_like / broadcast_like: the target shape is Shape(ref) at run time
     def lower(b, node, xs):
         x = xs[0]
         if node.params.get('axes'):
             x = b.op('Unsqueeze', [x, b.const(np.array(node.params['axes'], np.int64), 'axes')])[0]
-        return b.op(op_type, [x, b.op('Shape', [xs[1]])[0]], name=node.outputs[0].name)
+        return b.op(op_type, [x, b.op('Shape', [xs[1]])[0]], name=node.outputs[0].name, **attrs)
     return lower
 
 
@@ -206,27 +277,33 @@ def _sum_to_like(b, node, xs):
     return b.op('Cast', [y], to=_onnx().helper.np_dtype_to_tensor_dtype(dt))[:1] if dt != x.dtype else [y]
 
 
-LOWERINGS = {P.add: _simple('Add'), P.mul: _simple('Mul'), P.div: _simple('Div'), P.pow_: _simple('Pow'),
-             P.maximum: _simple('Max'), P.exp: _simple('Exp'), P.log: _simple('Log'), P.sin: _simple('Sin'),
-             P.cos: _simple('Cos'), P.tanh: _simple('Tanh'), P.where: _simple('Where'), P.less: _simple('Less'),
-             P.equal: _simple('Equal'), P.cast: _cast, P.stop_gradient: _simple('Identity'),
-             P.sum_: _reduce('ReduceSum'), P.max_: _reduce('ReduceMax'), P.reshape: _reshape,
+# minigrad's bool add / maximum are "or" and bool mul is "and" (less_equal is maximum(less, equal))
+LOWERINGS = {P.add: _simple('Add', on_bool='Or'), P.mul: _simple('Mul', on_bool='And'), P.div: _simple('Div'),
+             P.pow_: _pow, P.maximum: _simple('Max', on_bool='Or'), P.exp: _simple('Exp'),
+             P.log: _simple('Log'), P.sin: _simple('Sin'), P.cos: _simple('Cos'), P.tanh: _simple('Tanh'),
+             P.where: _simple('Where', operands=(1, 2)), P.less: _simple('Less', compare=True),
+             P.equal: _simple('Equal', compare=True), P.cast: _cast, P.stop_gradient: _simple('Identity'),
+             P.sum_: _reduce('ReduceSum', 'Add'), P.max_: _reduce('ReduceMax', 'Identity'), P.reshape: _reshape,
              P.transpose: _transpose, P.matmul: _simple('MatMul'),
              P.broadcast_to: lambda b, n, xs: b.op('Expand', [xs[0], b.const(np.array(n.params['shape'], np.int64))],
                                                    name=n.outputs[0].name),
-             P.concatenate: lambda b, n, xs: b.op('Concat', xs, name=n.outputs[0].name, axis=n.params['axis']),
-             P.reshape_like: _like('Reshape'), P.broadcast_like: _like('Expand'),
+             P.concatenate: lambda b, n, xs: b.op('Concat', [_cast_to(b, x, s.dtype, n.outputs[0].dtype)
+                                                         for x, s in zip(xs, n.inputs)],
+                                                  name=n.outputs[0].name, axis=n.params['axis']),
+             P.broadcast_like: _like('Expand'),
+             P.reshape_like: _like('Reshape', allowzero=1),      # a 0 in Shape(ref) is a size, not "copy"
              P.getitem: _getitem, P.scatter_add: _scatter_add, P.sum_to_like: _sum_to_like,
-             C.sub: _simple('Sub'), C.relu: _simple('Relu')}
+             C.sub: _simple('Sub'), C.relu: _relu}
 for _prim, _lower in LOWERINGS.items():
     _prim.onnx = _lower
 
 
 # ------------------------------------------------------------------ graphs, cond and while
-def _lower_graph(b, graph, env):
-    """Emit every node of `graph` into `b`; `env` maps Symbols to ONNX names (filled as we go)."""
-    stack_users = {id(s) for n in graph.nodes if n.prim is WHILE for s in n.outputs[-1:]}
-    for node in graph.nodes:
+def _lower_graph(b, graph, env, nodes=None):
+    """Emit `nodes` (default: every node of `graph`) into `b`; `env` maps Symbols to ONNX names."""
+    nodes = graph.nodes if nodes is None else nodes
+    stack_users = {id(s) for n in nodes if n.prim is WHILE for s in n.outputs[-1:]}
+    for node in nodes:
         if any(id(s) in stack_users for s in node.inputs):
             raise MinigradError(f"export_onnx: '{node.outputs[0].name}' ({node.op}) uses a while loop's "
                                 'gradient stack, which has no meaning in an inference graph')
@@ -312,10 +389,12 @@ COND.onnx, WHILE.onnx = _lower_cond, _lower_while
 
 
 # ------------------------------------------------------------------ the public entry points
-def _resolve(obj, inputs, example_inputs):
-    """(graph, inputs, outputs) for a Symbol/list, a Program, a TracedFunction, or a Module/function."""
+def _resolve(obj, inputs, example_inputs, relax=False):
+    """(graph, inputs, outputs) for a Symbol/list, a Program, a TracedFunction, or a Module/function.
+    `relax`: a Program gives its input graph (before the passes fixed kernels to its shapes)."""
     if isinstance(obj, Program):     # its .inputs are the caller's symbols; the optimised graph has its own
-        return obj.graph, list(obj.graph.inputs), list(obj.graph.outputs)
+        g = obj.history[0][1] if relax else obj.graph
+        return g, list(g.inputs), list(g.outputs)
     if isinstance(obj, TracedFunction):
         return obj.graph, list(obj.inputs), list(obj.outputs)
     if isinstance(obj, Symbol) or (isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], Symbol)):
@@ -330,24 +409,80 @@ def _resolve(obj, inputs, example_inputs):
                         'a traced function, or a Module with example_inputs)')
 
 
-def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None):
-    """The ONNX ModelProto for `obj` (same arguments as export_onnx, without the file)."""
-    onnx = _onnx()
-    graph, ins, outs = _resolve(obj, inputs, example_inputs)
-    b = _Builder()
+def _dynamic_spec(dynamic_axes, dynamic_batch, names):
+    """{ONNX name: {axis: dim name}} from torch.onnx.export-style dynamic_axes ({'x': {0: 'batch'}} or
+    {'x': [0]}) and dynamic_batch=True (axis 0 of every input, named 'batch')."""
+    spec = {n: {0: 'batch'} for n in names} if dynamic_batch else {}
+    for name, axes in (dynamic_axes or {}).items():
+        axes = dict(axes) if isinstance(axes, dict) else {int(a): f'{name}_dim{a}' for a in axes}
+        spec[name] = {**spec.get(name, {}), **axes}
+    return spec
+
+
+def _relaxed(graph, ins, outs, shapes):
+    """The nodes the outputs need, applied again on placeholders of `shapes` (None: a dynamic dim), so
+    every shape rule runs again; a graph value that fixed the old size (a reshape to the traced batch,
+    the 1/64 of a mean over the batch) stays as it was: build such models with None dims instead."""
+    g, env = Graph(graph.name), {}
+    with g.as_default():
+        for p, s in zip(ins, shapes):
+            env[id(p)] = placeholder(p.dtype, s, name=p.name)
+        for node in needed_nodes(graph, outs):
+            o = node.outputs[0] if node.outputs else None
+            if node.prim is PLACEHOLDER:
+                if id(o) not in env:
+                    raise MinigradError(f"export_onnx: placeholder '{o.name}' is not among the inputs")
+                continue
+            if node.prim in _RELAX_SOURCES:
+                env[id(o)] = _RELAX_SOURCES[node.prim](node)
+                continue
+            if node.prim.kind == 'node':      # cond, while, assign: their sub-graphs keep the old shapes
+                raise MinigradError(f"export_onnx: dynamic axes: '{o.name}' ({node.op}) cannot be rebuilt for new "
+                                    'shapes; build the graph on placeholders with None dims and export that')
+            res = apply(node.prim, *[env[id(s)] for s in node.inputs], **node.params)
+            env.update(zip([id(s) for s in node.outputs], res if isinstance(res, (list, tuple)) else [res]))
+    return g, [env[id(p)] for p in ins], [env[id(o)] for o in outs]
+
+
+_RELAX_SOURCES = {CONSTANT: lambda n: constant(n.params['value'], name=n.outputs[0].name),
+                  VARIABLE: lambda n: Variable_(n.params['initial_value'], name=n.outputs[0].name)}
+
+
+def _input_infos(b, ins, names, spec):
+    """ONNX inputs (the dims `spec` names dynamic; other unknown dims: 'batch' in front, else unnamed)."""
     env, infos = {}, []
-    for p, name in zip(ins, input_names or [p.name for p in ins]):
+    for p, name in zip(ins, names):
         if not isinstance(p, Symbol) or p.node.prim is not PLACEHOLDER:
             raise MinigradError(f'export_onnx: inputs must be placeholders, got {p!r}')
         env[id(p)] = b.fresh(name)
-        infos.append(_value_info(env[id(p)], p.dtype, p.shape))
-    _lower_graph(b, graph, env)
-    names = output_names or [o.name for o in outs]
+        infos.append(_value_info(env[id(p)], p.dtype, p.shape, spec.get(name, {})))
+    return env, infos
+
+
+def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
+            dynamic_axes=None, dynamic_batch=False):
+    """The ONNX ModelProto for `obj` (same arguments as export_onnx, without the file)."""
+    onnx = _onnx()
+    relax = bool(dynamic_axes or dynamic_batch)
+    graph, ins, outs = _resolve(obj, inputs, example_inputs, relax)
+    in_names = list(input_names or [p.name for p in ins])
+    names = list(output_names or [o.name for o in outs])
+    spec = _dynamic_spec(dynamic_axes, dynamic_batch, in_names)
+    unknown = sorted(set(spec) - set(in_names) - set(names))
+    if unknown:
+        raise MinigradError(f'export_onnx: dynamic_axes names {unknown}, which are not inputs {in_names} or '
+                            f'outputs {names}')
+    if relax:
+        shapes = [_dynamic_shape(p, spec.get(n, {})) for p, n in zip(ins, in_names)]
+        graph, ins, outs = _relaxed(graph, ins, outs, shapes)
+    b = _Builder()
+    env, infos = _input_infos(b, ins, in_names, spec)
+    _lower_graph(b, graph, env, needed_nodes(graph, outs))     # only what the outputs need, as Session
     out_infos = []
     for o, name in zip(outs, names):
         out = b.fresh(name)         # an output may not reuse an input's name
         b.nodes.append(onnx.helper.make_node('Identity', [env[id(o)]], [out], name=b.fresh('Identity')))
-        out_infos.append(_value_info(out, o.dtype, o.shape))
+        out_infos.append(_value_info(out, o.dtype, o.shape, spec.get(name, {}), front=None))
     g = onnx.helper.make_graph(b.nodes, graph.name or 'minigrad', infos, out_infos, b.inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid('', opset or DEFAULT_OPSET)],
                                    producer_name='minigrad')
@@ -355,8 +490,29 @@ def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_name
     return model
 
 
-def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None):
+def _dynamic_shape(p, axes):
+    """p's shape with `axes` unknown (None); an axis past its rank is an error naming it."""
+    shape = p.shape
+    if axes and shape is None:
+        return None
+    bad = [a for a in axes if not -len(shape) <= a < len(shape)]
+    if bad:
+        raise MinigradError(f"export_onnx: dynamic_axes {bad} of '{p.name}' are out of range for its shape "
+                            f'{tuple(shape)}')
+    dyn = {a % len(shape) for a in axes}
+    return tuple(None if i in dyn else d for i, d in enumerate(shape))
+
+
+def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
+                dynamic_axes=None, dynamic_batch=False):
     """Write `obj` as an ONNX model to `f` (a path or a binary file object); returns the ModelProto.
+
+    ``dynamic_axes={'x': {0: 'batch'}}`` (as torch.onnx.export; ``{'x': [0]}`` names the dim for you)
+    marks dims of inputs (and outputs) dynamic: the graph is rebuilt on placeholders with those dims
+    unknown, so a model traced or compiled at batch 64 runs at any batch. ``dynamic_batch=True`` is
+    ``{name: {0: 'batch'}}`` for every input. A graph built on None dims is dynamic there already.
+    **Trap**: a size the graph computed from the old shape (a reshape to the traced batch, the 1/64 of a
+    mean over the batch) stays fixed; build such a model on a placeholder with a None dim instead.
 
     >>> import minigrad as mg, io
     >>> g = mg.Graph()
@@ -366,7 +522,7 @@ def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, outp
     >>> [n.op_type for n in m.graph.node]
     ['Mul', 'Add', 'Identity']
     """
-    model = to_onnx(obj, inputs, example_inputs, input_names, output_names, opset)
+    model = to_onnx(obj, inputs, example_inputs, input_names, output_names, opset, dynamic_axes, dynamic_batch)
     data = model.SerializeToString()
     if hasattr(f, 'write'):
         f.write(data)
@@ -423,7 +579,7 @@ def _import_reduce(prim):
     def imp(xs, a):
         if len(xs) > 1 and isinstance(xs[1], _Shape):
             return [P.sum_to_like(xs[0], xs[1].ref)]        # followed by Reshape(_, Shape(ref)): a no-op then
-        axes = None if len(xs) < 2 or xs[1] is None else tuple(_ints(xs[1], f'{a["op"]} axes'))
+        axes = _attr_axes(xs, a)
         if axes == () and not a.get('noop_with_empty_axes'):
             axes = None                                     # ONNX: no axes means all of them
         return [prim(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
@@ -530,18 +686,91 @@ def _import_table():
         'ConstantOfShape': lambda xs, a: [constant(np.full(_ints(xs[0], 'ConstantOfShape shape'), _attr_value(a)
                                                            .reshape(()) if 'value' in a else np.float32(0)))],
         'If': _import_if, 'Loop': _import_loop})
+    table.update(TORCH_OPS)
     return table
+
+
+def _attr_axes(xs, a, default=None):
+    """Reduce axes: the second input (opset 18) or the `axes` attribute (before); None means all."""
+    if len(xs) > 1 and xs[1] is not None:
+        return tuple(_ints(xs[1], f"{a['op']} axes"))
+    return tuple(a['axes']) if 'axes' in a else default
+
+
+def _import_mean_like(fn):
+    def imp(xs, a):
+        axes = _attr_axes(xs, a)
+        if axes == () and not a.get('noop_with_empty_axes'):
+            axes = None
+        return [fn(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
+    return imp
+
+
+def _import_gemm(xs, a):
+    """Y = alpha * A' @ B' + beta * C (A' = A.T when transA, B' likewise): nn.Linear's export."""
+    A, B = (F.transpose(x) if a.get(t) else x for x, t in ((xs[0], 'transA'), (xs[1], 'transB')))
+    y = P.matmul(A, B)
+    y = y if a.get('alpha', 1.0) == 1.0 else P.mul(y, np.float32(a['alpha']))
+    if len(xs) > 2 and xs[2] is not None:
+        c = xs[2] if a.get('beta', 1.0) == 1.0 else P.mul(xs[2], np.float32(a['beta']))
+        y = P.add(y, c)
+    return [y]
+
+
+def _import_flatten(xs, a):
+    x, ax = xs[0], a.get('axis', 1)
+    if x.shape is None or None in x.shape[ax:]:
+        raise MinigradError(f'import_onnx: Flatten needs the dims from axis {ax} on known, got shape {x.shape}')
+    lead = x.shape[:ax]
+    head = int(np.prod(lead)) if None not in lead else -1
+    return [P.reshape(x, shape=(head, int(np.prod(x.shape[ax:]))))]
+
+
+def _import_clip(xs, a):
+    """Clip(x, min, max): inputs from opset 11 (attributes before); a missing bound clips nothing."""
+    x, lo, hi = (list(xs) + [None, None])[:3]
+    lo = lo if lo is not None else a.get('min')
+    hi = hi if hi is not None else a.get('max')
+    x = x if lo is None else F.maximum(x, lo)
+    return [x if hi is None else F.minimum(x, hi)]
+
+
+def _fold(fn):        # Max / Min / Sum take any number of inputs
+    return lambda xs, a: [functools.reduce(fn, xs)]
+
+
+def _no_erf(xs, a):
+    raise MinigradError("import_onnx: Erf has no minigrad primitive (it is not composed of exp/tanh exactly); "
+                        "export GELU as nn.GELU(approximate='tanh'), which needs only Tanh")
+
+
+# ONNX operators a small PyTorch model exports to, onto minigrad's public composites (issue 35)
+TORCH_OPS = {
+    'Gemm': _import_gemm, 'Neg': lambda xs, a: [F.negative(xs[0])], 'Abs': lambda xs, a: [F.abs(xs[0])],
+    'Sqrt': lambda xs, a: [F.sqrt(xs[0])], 'Sigmoid': lambda xs, a: [F.sigmoid(xs[0])],
+    'Relu': lambda xs, a: [F.relu(xs[0])], 'Sub': lambda xs, a: [F.subtract(*xs)],
+    'LeakyRelu': lambda xs, a: [F.where(F.greater(xs[0], 0.0), xs[0], P.mul(xs[0], np.float32(a.get('alpha', 0.01))))],
+    'Softmax': lambda xs, a: [F.softmax(xs[0], axis=a.get('axis', -1))],
+    'LogSoftmax': lambda xs, a: [F.log_softmax(xs[0], axis=a.get('axis', -1))],
+    'Max': _fold(F.maximum), 'Min': _fold(F.minimum), 'Sum': _fold(F.add),
+    'Greater': lambda xs, a: [F.greater(*xs)], 'GreaterOrEqual': lambda xs, a: [P.greater_equal(*xs)],
+    'LessOrEqual': lambda xs, a: [P.less_equal(*xs)], 'Not': lambda xs, a: [P.equal(xs[0], False)],
+    'Or': lambda xs, a: [P.maximum(*xs)], 'And': lambda xs, a: [P.mul(*xs)],
+    'ReduceMean': _import_mean_like(F.mean), 'Flatten': _import_flatten, 'Clip': _import_clip, 'Erf': _no_erf,
+}
 
 
 def _bad(a, what):
     raise MinigradError(f"import_onnx: {a['op']} {what} is not supported")
 
 
-def _import_nodes(gp, env, table) -> list:
+def _import_nodes(gp, env, table, top=False) -> list:
     """Add the nodes of ONNX graph `gp` to the default graph; `env` maps ONNX names to Symbols (filled)."""
     onnx = _onnx()
-    for t in gp.initializer:
-        env[t.name] = constant(onnx.numpy_helper.to_array(t), name=t.name)
+    for t in gp.initializer:      # weights (float, not scalars) of the top graph become Variables to train
+        arr = onnx.numpy_helper.to_array(t)
+        weight = top and arr.dtype.kind == 'f' and arr.ndim > 0
+        env[t.name] = (Variable_ if weight else constant)(arr, name=t.name)
     for n in gp.node:
         if n.op_type not in table:
             raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) is not supported: minigrad has no "
@@ -558,7 +787,10 @@ def _import_nodes(gp, env, table) -> list:
 
 def import_onnx(f) -> Graph:
     """Read an ONNX model (path, binary file or ModelProto) into a minigrad Graph; `graph.inputs` are its
-    placeholders and `graph.outputs` its results. `If` becomes mg.cond, `Loop` mg.while_loop.
+    placeholders and `graph.outputs` its results. `If` becomes mg.cond, `Loop` mg.while_loop. Float
+    initializers (weights, biases) become Variables (``graph.variables``: train them further with
+    mg.gradients); the operators of a PyTorch MLP (Gemm, Relu, Sigmoid, Softmax, Flatten, Clip, ...) map
+    onto minigrad composites. Erf raises (no minigrad primitive): export GELU with approximate='tanh'.
 
     >>> import minigrad as mg, io, numpy as np
     >>> g = mg.Graph()
@@ -577,7 +809,7 @@ def import_onnx(f) -> Graph:
             t = vi.type.tensor_type
             shape = [d.dim_value if d.HasField('dim_value') else None for d in t.shape.dim] if t.HasField('shape') else None
             env[vi.name] = placeholder(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type), shape, name=vi.name)
-        outs = _import_nodes(model.graph, env, _import_table())
+        outs = _import_nodes(model.graph, env, _import_table(), top=True)
     g.inputs = [env[vi.name] for vi in model.graph.input]
     g.outputs = [g.lift(o) for o in outs]
     return g

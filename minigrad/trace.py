@@ -52,8 +52,8 @@ def _as_array(x) -> np.ndarray:
 
 
 def _arg_names(fn, n) -> list[str]:
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
+    try:        # a Module is named by its forward's parameters (not arg0)
+        params = [p.name for p in inspect.signature(getattr(fn, 'forward', fn)).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []

@@ -196,6 +196,13 @@ def test_like_patterns_round_trip():
     lowered(lambda x: mg.ops.reshape_like(x.reshape(-1), x) + mg.mean(x), X.shape, X, (None, 3, None))
 
 
+def test_reshape_gradient_with_an_empty_dim():
+    """reshape_like reads Shape(ref) = (0, 4): Reshape needs allowzero=1, or ONNX copies the dim a 0 marks."""
+    ops = lowered(lambda x: mg.gradients(mg.sum(mg.reshape(x, (4, 0)) * 2.0), [x])[0], (0, 4),
+                  np.zeros((0, 4), np.float32))
+    assert 'Reshape' in ops
+
+
 def test_gradient_graph_of_an_mlp_round_trips():
     rng = np.random.default_rng(0)
     g = mg.Graph()
@@ -227,10 +234,10 @@ def test_unlowerable_index_and_unknown_op_raise_named_errors():
     with pytest.raises(mg.MinigradError, match=r"'getitem' \(getitem\).*needs the input rank"):
         mg.to_onnx(y, inputs=[x])
     h = onnx.helper
-    node = h.make_node('Softmax', ['a'], ['b'], name='sm')
+    node = h.make_node('Hardmax', ['a'], ['b'], name='sm')
     vi = h.make_tensor_value_info('a', onnx.TensorProto.FLOAT, [3])
     m = h.make_model(h.make_graph([node], 'g', [vi], [h.make_tensor_value_info('b', onnx.TensorProto.FLOAT, [3])]))
-    with pytest.raises(mg.MinigradError, match=r"'sm' \(Softmax\)"):
+    with pytest.raises(mg.MinigradError, match=r"'sm' \(Hardmax\)"):
         mg.import_onnx(m)
 
 
@@ -249,3 +256,398 @@ def test_import_loop_with_a_trip_count():
     m.ir_version = 10
     check(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
     roundtrip(m, {'v0': np.float32([1, 3])}, [np.float32([32, 96])])
+
+
+# ------------------------------------------------------------------ issue 35: export correctness
+SPECIAL = np.float32([[np.nan, 2.0, -np.inf, -0.0], [np.inf, -1.5, 0.0, 3.0], [-2.0, 0.5, 1.0, -0.25]])
+
+
+def exported(fn, xv, dims=None, **kw):
+    """fn(x) on a placeholder x: the checked model and minigrad's value on xv (Session)."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(xv.dtype, dims or xv.shape, name='x')
+        y = fn(x)
+    m = mg.to_onnx(y, inputs=[x], **kw)
+    onnx.checker.check_model(m, full_check=True)
+    return m, mg.Session(g).run(y, {x: xv})
+
+
+def same(got, want, signs=False):
+    """Equal values, nan where nan, and (`signs`) the sign of zero: onnxruntime's Where(True, -0.0, y)
+    gives +0.0, so the sign of zero is only compared where no Where decides it."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got, want)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+    if signs:
+        np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(want[want == 0]))
+
+
+COMPOSITES = {
+    'softmax': lambda x: mg.softmax(x, axis=-1), 'softmax0': lambda x: mg.softmax(x, axis=0),
+    'log_softmax': lambda x: mg.log_softmax(x), 'logsumexp': lambda x: mg.logsumexp(x, axis=1),
+    'logsumexp_all': lambda x: mg.logsumexp(x), 'relu': mg.relu, 'sigmoid': mg.sigmoid, 'abs': mg.abs,
+    'sqrt': mg.sqrt, 'neg': lambda x: -x, 'max': lambda x: mg.max(x, axis=1), 'max_all': mg.max,
+    'min': lambda x: mg.min(x, axis=0, keepdims=True), 'mean': lambda x: mg.mean(x, axis=1),
+    'maximum': lambda x: mg.maximum(x, 1.0), 'minimum': lambda x: mg.minimum(x, x[::-1]),
+    'ge': lambda x: x >= 0.5, 'le': lambda x: x <= 0.5, 'gt': lambda x: x > 0.5, 'lt': lambda x: x < 0.5,
+    'ne': lambda x: x != 2.0, 'eq': lambda x: mg.equal(x, 2.0), 'where': lambda x: mg.where(x >= 0, x, -x),
+    'sub': lambda x: 1.0 - x, 'pow': lambda x: x ** 2.0, 'exp_log': lambda x: mg.log(mg.exp(x) + 1.0),
+    'tanh_sin_cos': lambda x: mg.tanh(mg.sin(x) * mg.cos(x)), 'sum_bool': lambda x: mg.sum(x > 0, axis=1),
+    'sum_empty_axes': lambda x: mg.sum(x, axis=()), 'mean_int': lambda x: mg.mean(mg.cast(x, mg.int64)),
+    'int_div': lambda x: mg.cast(x, mg.int64) / 2, 'cast': lambda x: mg.cast(x, mg.float64) * 2.0,
+    'matmul': lambda x: x @ mg.transpose(x), 'concat': lambda x: mg.concatenate([x, x * 2.0], axis=0),
+    'reshape': lambda x: mg.reshape(x, (4, 3)), 'stack': lambda x: mg.stack([x, x], axis=1),
+    'getitem': lambda x: x[1:, ::2], 'broadcast_to': lambda x: mg.broadcast_to(x[0], (2, 4)),
+    'pow_grad': lambda x: mg.gradients(mg.sum(x ** 3.0), [x])[0],
+    'softmax_grad': lambda x: mg.gradients(mg.sum(mg.softmax(x) * x), [x])[0],
+    'max_grad': lambda x: mg.gradients(mg.sum(mg.max(x, axis=0)), [x])[0],
+    'mse_loss': lambda x: mg.nn.MSELoss()(x, x * 0.5),
+    'cross_entropy': lambda x: mg.nn.CrossEntropyLoss(reduction='none')(x, mg.cast(x[:, 0] > 0, mg.int64)),
+    'add_mul_div': lambda x: mg.divide(mg.multiply(mg.add(x, 1.0), mg.subtract(x, 2.0)), 3.0),
+    'power_minimum': lambda x: mg.minimum(mg.power(x, 3.0), mg.negative(x)),
+    'stop_gradient': lambda x: mg.stop_gradient(x) * x, 'less_greater': lambda x: mg.less(x, 0.0) + mg.greater(x, 1.0),
+    'getitem_fn': lambda x: x[np.array([2, 0]), 1:],
+}
+COVERS = {'relu', 'sigmoid', 'abs', 'sqrt', 'exp', 'log', 'sin', 'cos', 'tanh', 'maximum', 'minimum', 'where',
+          'sum', 'max', 'min', 'mean', 'logsumexp', 'softmax', 'log_softmax', 'reshape', 'transpose',
+          'broadcast_to', 'matmul', 'concatenate', 'stack', 'cast', 'getitem', 'add', 'subtract', 'multiply',
+          'divide', 'negative', 'power', 'stop_gradient', 'less', 'greater', 'equal'}
+
+
+def test_composite_cases_cover_every_public_function():
+    """A new public function of mg.functional needs a case in COMPOSITES (so its export is tested)."""
+    import inspect
+    public = {n for n, f in vars(mg.functional).items() if inspect.isfunction(f) and not n.startswith('_')
+              and f.__module__ == 'minigrad.functional'}
+    assert public - COVERS == set()
+
+
+@pytest.mark.parametrize('name', sorted(COMPOSITES))
+def test_composite_exports_and_onnxruntime_agrees_on_special_values(name):
+    """Every public composite on ordinary and special values (nan, +-inf, -0.0): the ONNX model passes
+    the checker with full type inference and onnxruntime computes what minigrad computes."""
+    fn = COMPOSITES[name]
+    ordinary = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    for xv in (ordinary,) if 'int' in name else (ordinary, SPECIAL):     # casting nan to int is undefined
+        m, want = exported(fn, xv)
+        same(run_ort(m, {'x': xv})[0], want)
+
+
+@pytest.mark.parametrize('name', ['softmax', 'log_softmax', 'logsumexp', 'max', 'mean', 'sum_empty_axes'])
+def test_composite_over_an_empty_axis(name):
+    xv = np.zeros((0, 4), np.float32)
+    fn = {'max': lambda x: mg.logsumexp(x, axis=1, keepdims=True)}.get(name, COMPOSITES[name])
+    m, want = exported(lambda x: fn(mg.transpose(x)), xv)     # the reduced axis (1 after transpose) is empty
+    same(run_ort(m, {'x': xv})[0], want)
+
+
+def test_special_values_match_minigrad_sign_of_zero_included():
+    xv = np.float32([np.nan, -np.inf, -0.0, 0.0, 4.0, -1.0])
+    for fn, ops in ((mg.sqrt, {'Sqrt'}), (mg.relu, {'Where', 'Less'})):
+        m, want = exported(fn, xv)
+        assert ops <= {n.op_type for n in m.graph.node} and 'Pow' not in {n.op_type for n in m.graph.node}
+        same(run_ort(m, {'x': xv})[0], want, signs=fn is mg.sqrt)          # sqrt(-0.0) is -0.0
+    assert np.isnan(run_ort(exported(mg.max, np.float32([1, np.nan, 2]))[0], {'x': np.float32([1, np.nan, 2])})[0])
+
+
+def test_compiled_relu_of_nan_is_zero_in_onnxruntime():
+    """A compiled Program holds the compiler's relu op: exported as Where(0 < x, x, 0), not ONNX Relu."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        y = mg.relu(x) * 2.0
+    prog = mg.compile([y], [x])
+    m = mg.to_onnx(prog)
+    onnx.checker.check_model(m, full_check=True)
+    assert 'Relu' not in {n.op_type for n in m.graph.node} and [i.name for i in m.graph.input] == ['x']
+    xv = np.float32([np.nan, -1.0, 2.0])
+    same(run_ort(m, {'x': xv})[0], np.float32([0, 0, 4]))
+
+
+def test_comparisons_are_onnx_comparisons_not_max_over_bools():
+    m, _ = exported(lambda x: (x >= 0.5) + (x <= 0.5) * 1.0, SPECIAL)
+    types = {n.op_type for n in m.graph.node}
+    assert 'Or' in types and 'Max' not in types
+    ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])    # loads
+
+
+def test_export_prunes_to_what_the_outputs_need():
+    """Exporting `pred` from a graph that also holds a training loss ignores the `labels` placeholder."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (None, 3), name='x')
+        labels = mg.placeholder(mg.float32, (None, 2), name='labels')
+        w = mg.Variable(np.ones((3, 2), np.float32), name='w')
+        pred = mg.softmax(x @ w)
+        loss = mg.mean((pred - labels) ** 2)
+        mg.gradients(loss, [w])
+    m = mg.to_onnx(pred, inputs=[x])
+    onnx.checker.check_model(m, full_check=True)
+    assert [i.name for i in m.graph.input] == ['x'] and 'labels' not in {i for n in m.graph.node for i in n.input}
+    xv = np.float32([[1, 2, 3]])
+    same(run_ort(m, {'x': xv})[0], mg.Session(g).run(pred, {x: xv}))
+
+
+def test_traced_module_keeps_its_input_name():
+    net = mg.nn.Sequential(mg.nn.Linear(4, 3), mg.nn.ReLU())
+    m = mg.to_onnx(net, example_inputs=[np.ones((2, 4), np.float32)])
+    assert [i.name for i in m.graph.input] == ['x']
+
+
+# ------------------------------------------------------------------ issue 35: the differential net, exported
+def _net():
+    """The differential net's program generator and comparison (tests/test_differential.py)."""
+    pytest.importorskip('hypothesis')
+    import test_differential as net
+    return net
+
+
+def export_and_compare(case, none_dims=False, compiled=False):
+    """One random program built as a graph (values, gradients, second order): exported with every fetch
+    as an output, checked by onnx's checker, run in onnxruntime against mg.Session. Exclusions: the sign of
+    zero (onnxruntime's Where(True, -0.0, y) gives +0.0), and float64 math (exp, tanh, ...) within 1e-9."""
+    net = _net()
+    prog, arrays, _ = case
+    b = net.Built(prog, none_dims=none_dims)
+    want = mg.Session(b.graph).run(b.fetches, b.feeds(arrays))
+    # compiled: the Program's optimised graph (fma, fused groups, sub, relu) on every backend
+    models = [mg.to_onnx(mg.compile(b.fetches, b.phs, backend=k)) for k in net.BACKENDS] if compiled else \
+        [mg.to_onnx(b.fetches, inputs=b.phs)]
+    for m in models:
+        compare_model(net, m, b, prog, arrays, want)
+
+
+def compare_model(net, m, b, prog, arrays, want):
+    onnx.checker.check_model(m, full_check=True)
+    got = run_ort(m, {p.name: a for p, a in zip(b.phs, arrays)})
+    for n, (g, w) in enumerate(zip(got, want)):
+        net.compare('onnxruntime', f'fetch {n}', g, w, prog, arrays, signs=False,
+                    tol=(1e-9, 1e-11) if np.asarray(w).dtype == np.float64 else (2e-5, 1e-5))
+
+
+def net_settings(n):
+    from hypothesis import settings
+    return settings(max_examples=n, **_net().NET)
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')      # inf/nan inputs on purpose
+def test_differential_net_exported_fast():
+    """A fast slice (< 30 s): float64 and float32 programs, special values (nan, +-inf, -0.0) included."""
+    net = _net()
+    from hypothesis import given
+
+    @net_settings(net.n_programs(40))
+    @given(case=net.program_and_inputs(dtypes=(np.float64, np.float32), special=True))
+    def run(case):
+        export_and_compare(case)
+    run()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('kw', [dict(dtypes=(np.float64,)), dict(dtypes=(np.float32, np.int64)),
+                                dict(dtypes=(np.float64,), empty='always'),
+                                dict(dtypes=(np.float64,), control=('cond',), max_steps=5), 'none_dims', 'compiled'],
+                         ids=['float64', 'float32_int', 'empty', 'cond', 'none_dims', 'compiled'])
+def test_differential_net_exported_slow(kw):
+    """Bigger slices; 'none_dims': placeholders with unknown dims (dynamic in ONNX), where the program
+    allows it (an index or gradient that needs a known size raises its documented error instead)."""
+    net = _net()
+    from hypothesis import given
+    none_dims, compiled = kw == 'none_dims', kw == 'compiled'
+
+    @net_settings(net.n_programs(150))
+    @given(case=net.program_and_inputs(**(dict(dtypes=(np.float64, np.float32)) if isinstance(kw, str) else kw)))
+    def run(case):
+        if none_dims and case[0].none_mask is None:
+            return
+        try:
+            export_and_compare(case, none_dims=none_dims, compiled=compiled)
+        except mg.MinigradError as e:
+            if not (none_dims and 'known' in str(e)):
+                raise
+    run()
+
+
+# ------------------------------------------------------------------ issue 35: dynamic axes
+def classifier():
+    mg.manual_seed(0)
+    net = mg.nn.Sequential(mg.nn.Linear(4, 16), mg.nn.ReLU(), mg.nn.Linear(16, 3))
+    xv = np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32)
+    return net, xv
+
+
+@pytest.mark.parametrize('kind', ['program', 'traced', 'module'])
+@pytest.mark.parametrize('dyn', [dict(dynamic_batch=True), dict(dynamic_axes={'x': {0: 'N'}}),
+                                 dict(dynamic_axes={'x': [0], 'probs': {0: 'N'}})], ids=['batch', 'named', 'list'])
+def test_dynamic_batch_runs_at_batch_1_7_and_64(kind, dyn):
+    """Traced, compiled (at batch 64) or a Module: exported with a dynamic batch, it runs at any batch."""
+    net, xv = classifier()
+    traced = mg.trace(lambda x: mg.softmax(net(x)), xv)
+    obj = {'program': lambda: mg.compile(traced.outputs, traced.inputs), 'traced': lambda: traced,
+           'module': lambda: net}[kind]()
+    m = mg.to_onnx(obj, example_inputs=[xv] if kind == 'module' else None, output_names=['probs'], **dyn)
+    onnx.checker.check_model(m, full_check=True)
+    dim = m.graph.input[0].type.tensor_type.shape.dim[0]
+    assert dim.dim_param == {'batch': 'batch', 'named': 'N', 'list': 'x_dim0'}[
+        'batch' if 'dynamic_batch' in dyn else 'named' if isinstance(dyn['dynamic_axes']['x'], dict) else 'list']
+    sess = ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])
+    want = net(mg.tensor(xv)).numpy() if kind == 'module' else traced(xv)
+    for n in (1, 7, 64):
+        np.testing.assert_allclose(sess.run(None, {'x': xv[:n]})[0], want[:n], rtol=1e-5, atol=1e-6)
+
+
+def test_without_dynamic_axes_the_traced_batch_is_fixed():
+    net, xv = classifier()
+    m = mg.to_onnx(mg.trace(net, xv))
+    assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 64
+    with pytest.raises(Exception, match='(?i)dimension|shape'):
+        run_ort(m, {'x': xv[:1]})
+
+
+def test_dynamic_axes_bad_names_and_axes_raise_named_errors():
+    net, xv = classifier()
+    traced = mg.trace(net, xv)
+    with pytest.raises(mg.MinigradError, match=r"dynamic_axes names \['y'\].*inputs \['x'\]"):
+        mg.to_onnx(traced, dynamic_axes={'y': [0]})
+    with pytest.raises(mg.MinigradError, match=r"dynamic_axes \[2\] of 'x' are out of range for its shape \(64, 4\)"):
+        mg.to_onnx(traced, dynamic_axes={'x': [2]})
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        y = mg.cond(mg.greater(mg.sum(x), 0.0), lambda: x * 2.0, lambda: x)
+    with pytest.raises(mg.MinigradError, match=r"\(cond\) cannot be rebuilt for new shapes"):
+        mg.to_onnx(y, inputs=[x], dynamic_batch=True)
+
+
+def test_a_graph_built_on_none_dims_is_dynamic_already():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (None, 3), name='x')
+        y = mg.mean(x, axis=0)           # the count is read at run time
+    m = mg.to_onnx(y, inputs=[x])
+    for n in (1, 7):
+        xv = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_allclose(run_ort(m, {'x': xv})[0], xv.mean(axis=0), rtol=1e-6)
+
+
+# ------------------------------------------------------------------ issue 35: models from PyTorch come in
+DATA = __import__('pathlib').Path(__file__).parent / 'data'       # written by scripts/make_torch_onnx.py
+
+
+@pytest.mark.parametrize('name', ['linear', 'mlp', 'mlp2'])
+def test_import_pytorch_model_outputs_and_gradients_agree_with_torch(name):
+    """torch.onnx.export (TorchScript exporter: onnxscript, which the dynamo one needs, is not installed)
+    of nn.Linear, an MLP with ReLU/Sigmoid/Tanh and a softmax head, and Flatten/LeakyReLU/LogSoftmax:
+    same outputs as torch, and mg.gradients of the imported graph equal torch's autograd (stored)."""
+    ref = np.load(DATA / 'torch_reference.npz')
+    g = mg.import_onnx(DATA / f'torch_{name}.onnx')
+    x = ref[f'{name}/x']
+    params = sorted(k.split('/')[-1] for k in ref.files if k.startswith(f'{name}/param/'))
+    assert sorted(v.name for v in g.variables) == params          # initializers became Variables
+    with g.as_default():
+        loss = mg.sum(g.outputs[0] * mg.constant(ref[f'{name}/r']))
+        grads = mg.gradients(loss, [g.inputs[0]] + g.variables)
+    out = mg.Session(g).run([g.outputs[0]] + grads, {g.inputs[0]: x})
+    np.testing.assert_allclose(out[0], ref[f'{name}/y'], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[1], ref[f'{name}/grad_x'], rtol=1e-5, atol=1e-6)
+    for v, gv in zip(g.variables, out[2:]):
+        np.testing.assert_allclose(gv, ref[f'{name}/grad_param/{v.name}'], rtol=1e-5, atol=1e-6, err_msg=v.name)
+    prog = mg.compile(g.outputs[0], g.inputs)                       # and it compiles
+    np.testing.assert_allclose(prog(x), ref[f'{name}/y'], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(onnx.load(DATA / f'torch_{name}.onnx'), {'x': x})[0], ref[f'{name}/y'],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_imported_pytorch_mlp_trains_further():
+    ref = np.load(DATA / 'torch_reference.npz')
+    g = mg.import_onnx(DATA / 'torch_mlp.onnx')
+    x, t = ref['mlp/x'], np.eye(3, dtype=np.float32)[[0, 1, 2, 0, 1]]
+    with g.as_default():
+        target = mg.placeholder(mg.float32, (None, 3), name='target')
+        loss = -mg.mean(mg.sum(target * mg.log(g.outputs[0]), axis=1))
+        grads = mg.gradients(loss, g.variables)
+        step = [v.assign(v - 0.5 * gv) for v, gv in zip(g.variables, grads)]
+    sess = mg.Session(g)
+    first = sess.run(loss, {g.inputs[0]: x, target: t})
+    for _ in range(20):
+        sess.run(step, {g.inputs[0]: x, target: t})
+    assert sess.run(loss, {g.inputs[0]: x, target: t}) < first
+
+
+def _onnx_model(op, inputs, attrs=None, inits=(), opset=18, n_inputs=None):
+    """A one-node ONNX model: `inputs` {name: array} are graph inputs, `inits` {name: array} initializers."""
+    h = onnx.helper
+    names = list(inputs) + [k for k, _ in inits]
+    node = h.make_node(op, names if n_inputs is None else n_inputs, ['y'], **(attrs or {}))
+    vis = [h.make_tensor_value_info(k, h.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in inputs.items()]
+    out = h.make_value_info('y', h.make_tensor_type_proto(onnx.TensorProto.UNDEFINED, None))
+    g = h.make_graph([node], 'g', vis, [out], [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    m = h.make_model(g, opset_imports=[h.make_opsetid('', opset)])
+    m.ir_version = 10
+    return onnx.shape_inference.infer_shapes(m)
+
+
+A = np.float32([[1.5, -2.0, 0.0], [-0.5, 3.0, -4.0]])
+B = np.float32([[0.5, 2.0, -1.0], [1.0, -3.0, 2.0]])
+IMPORTS = {
+    'Neg': ({'a': A}, {}, ()), 'Abs': ({'a': A}, {}, ()), 'Sqrt': ({'a': np.abs(A)}, {}, ()),
+    'Sigmoid': ({'a': A}, {}, ()), 'Tanh': ({'a': A}, {}, ()), 'Relu': ({'a': A}, {}, ()),
+    'LeakyRelu': ({'a': A}, {'alpha': 0.2}, ()), 'Softmax': ({'a': A}, {'axis': 0}, ()),
+    'LogSoftmax': ({'a': A}, {'axis': -1}, ()), 'Min': ({'a': A, 'b': B}, {}, ()), 'Max': ({'a': A, 'b': B}, {}, ()),
+    'Greater': ({'a': A, 'b': B}, {}, ()), 'Less': ({'a': A, 'b': B}, {}, ()),
+    'ReduceMean': ({'a': A}, {'keepdims': 0}, [('axes', np.int64([1]))]),
+    'ReduceSum': ({'a': A}, {'keepdims': 1}, [('axes', np.int64([0]))]),
+    'ReduceMax': ({'a': A}, {'keepdims': 0}, [('axes', np.int64([-1]))]),
+    'Flatten': ({'a': A.reshape(2, 3, 1)}, {'axis': 1}, ()), 'Reshape': ({'a': A}, {}, [('s', np.int64([3, -1]))]),
+    'Transpose': ({'a': A}, {'perm': [1, 0]}, ()), 'Concat': ({'a': A, 'b': B}, {'axis': 1}, ()),
+    'Gather': ({'a': A}, {'axis': 1}, [('i', np.int64([2, 0, 2]))]),
+    'Clip': ({'a': A}, {}, [('lo', np.float32(-1.0)), ('hi', np.float32(1.0))]),
+    'Where': ({'c': A > 0, 'a': A, 'b': B}, {}, ()),
+    'Gemm': ({'a': A}, {'transB': 1, 'alpha': 0.5, 'beta': 2.0}, [('w', B * 2), ('bias', np.float32([1, 2]))]),
+}
+
+
+@pytest.mark.parametrize('op', sorted(IMPORTS))
+def test_import_reads_common_operators_as_onnxruntime_computes(op):
+    inputs, attrs, inits = IMPORTS[op]
+    m = _onnx_model(op, inputs, attrs, inits)
+    want = run_ort(m, inputs)[0]
+    roundtrip(m, inputs, [want])
+
+
+def test_import_reduce_axes_from_the_attribute_before_opset_18():
+    m = _onnx_model('ReduceMean', {'a': A}, {'axes': [0], 'keepdims': 0}, opset=17)
+    roundtrip(m, {'a': A}, [A.mean(axis=0)])
+
+
+def test_import_erf_raises_naming_the_op():
+    with pytest.raises(mg.MinigradError, match=r"Erf has no minigrad primitive.*approximate='tanh'"):
+        mg.import_onnx(_onnx_model('Erf', {'a': A}))
+
+
+@pytest.mark.parametrize('exporter', ['torchscript', 'dynamo'])
+def test_live_pytorch_export_imports(exporter):
+    """With torch installed: the models of scripts/make_torch_onnx.py exported now (the dynamo exporter needs
+    onnxscript) import and agree with torch on values and gradients."""
+    torch = pytest.importorskip('torch')
+    if exporter == 'dynamo':
+        pytest.importorskip('onnxscript')
+    import importlib.util
+    script = DATA.parent.parent / 'scripts' / 'make_torch_onnx.py'
+    spec = importlib.util.spec_from_file_location('make_torch_onnx', script)
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    for name, model, shape in make.models():
+        x = torch.randn(*shape, requires_grad=True)
+        buf = io.BytesIO()
+        torch.onnx.export(model, (x,), buf, input_names=['x'], output_names=['y'], dynamo=exporter == 'dynamo',
+                          dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}} if exporter != 'dynamo' else None)
+        g = mg.import_onnx(onnx.load_from_string(buf.getvalue()))
+        with g.as_default():
+            gx, = mg.gradients(mg.sum(g.outputs[0] * g.outputs[0]), [g.inputs[0]])
+        y, gxv = mg.Session(g).run([g.outputs[0], gx], {g.inputs[0]: x.detach().numpy()})
+        (model(x) ** 2).sum().backward()
+        np.testing.assert_allclose(y, model(x).detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(gxv, x.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
