@@ -28,7 +28,8 @@ from .compiler.program import Program
 from .core import Names, apply
 from .control import COND, WHILE, cond, while_loop
 from .errors import MinigradError
-from .graph import Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CONSTANT, VARIABLE, PLACEHOLDER
+from .graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT, VARIABLE,
+                    PLACEHOLDER)
 from .trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -293,7 +294,8 @@ LOWERINGS = {P.add: _simple('Add', on_bool='Or'), P.mul: _simple('Mul', on_bool=
              P.broadcast_like: _like('Expand'),
              P.reshape_like: _like('Reshape', allowzero=1),      # a 0 in Shape(ref) is a size, not "copy"
              P.getitem: _getitem, P.scatter_add: _scatter_add, P.sum_to_like: _sum_to_like,
-             C.sub: _simple('Sub'), C.relu: _relu}
+             C.sub: _simple('Sub'), C.relu: _relu,
+             CHECK: _simple('Identity')}      # ONNX has no run-time assertion: the deployed model does not check
 for _prim, _lower in LOWERINGS.items():
     _prim.onnx = _lower
 

@@ -38,8 +38,9 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
 # node kind), +63 package (also the optimizer settings, in-place assign readers, strided size-1 kernel inputs).
 # issue 31 (composition): +236 core / +284 package for the 'call' node, cond/while JVP rules, jit guards
 # Issue 32 added the exercise hint table (minigrad/hints.py, ~330 lines of text) and the hint ladder: +381.
-# issue 35 (ONNX export correctness, dynamic axes, import of PyTorch models) raised the package ceiling
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2981, 7573, 60
+# issue 35 (ONNX export correctness, dynamic axes, import of PyTorch models, check exports as Identity)
+# raised the package ceiling
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2981, 7575, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 
