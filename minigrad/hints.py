@@ -337,6 +337,15 @@ HINTS = {
                         'input',
                 count='build both mg.jacfwd and mg.jacrev of f, call each on x and read its .passes: jacrev makes '
                       'one pass per output'),
+    '9.5': dict(nudge='differentiate twice: the first backward must record the gradient\'s own computation, '
+                      'and the second differentiates the gradient\'s dot product with v',
+                more='a backward with create_graph=True leaves x.grad as a tensor with a graph: keep it, clear '
+                     'x.grad, multiply the kept gradient by v, sum, and call backward on that',
+                added_in='the gradient itself was added to your answer: clear x.grad before the second backward',
+                gradient='that is the gradient, not H v: the second backward differentiates the dot product of '
+                         'the gradient with v',
+                no_graph='the first derivative has no graph to differentiate: the first backward needs '
+                         'create_graph=True'),
     # -- 11 deployment
     '11.1': dict(nudge='export_onnx can write into any file-like object: an in-memory bytes buffer gives you '
                        'the model\'s bytes',

@@ -301,6 +301,12 @@ WRONG = {
         "9.3": [("return np.stack([mg.jvp(f, (x,), (e,))[1].numpy() for e in np.eye(len(x))])", "axis=1")],
         "9.4": [({0: "return 'jacfwd' if n_inputs > n_outputs else 'jacrev'"}, "one pass per output"),
                 ({1: "jf = mg.jacfwd(f)\njf(x)\nreturn jf.passes, jf.passes"}, "one pass per output")],
+        "9.5": [("x = mg.tensor(x_value, dtype=mg.float64, requires_grad=True)\nf(x).backward(create_graph=True)\n"
+                 "(x.grad * mg.tensor(v)).sum().backward()\nreturn x.grad.numpy()", "clear x.grad"),
+                ("x = mg.tensor(x_value, dtype=mg.float64, requires_grad=True)\nf(x).backward()\ng = x.grad\n"
+                 "x.grad = None\n(g * mg.tensor(v)).sum().backward()\nreturn x.grad.numpy()", "create_graph=True"),
+                ("x = mg.tensor(x_value, dtype=mg.float64, requires_grad=True)\nf(x).backward()\n"
+                 "return x.grad.numpy()", "not H v")],
     },
     "11_deployment_exercises": {
         "11.1": [("buf = io.BytesIO()\nmg.export_onnx(y, buf, inputs=[x])\nreturn buf", "getvalue()")],
