@@ -169,7 +169,7 @@ def test_pygraphviz_errors_carry_graphviz_message(no_dot, capfd):
 @pytest.mark.slow
 def test_lessons_and_solutions_run_without_dot(tmp_path):
     pytest.importorskip('pygraphviz')
-    cmd = [sys.executable, '-m', 'pytest', '--nbval-lax', '--nbval-current-env', '--sanitize-with',
+    cmd = [sys.executable, '-m', 'pytest', '--nbval-lax', '--sanitize-with',   # kernel: conftest.py's
            'tests/nbval_sanitize.cfg', 'notebooks', 'solutions', '-p', 'no:cacheprovider', '-q']
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800,
                        env=dict(os.environ, PATH=path_without_dot(tmp_path)))
@@ -333,23 +333,29 @@ def _readme_check_command():
     text = (ROOT / 'README.md').read_text(encoding='utf-8')
     section = text[text.index('## How to check your exercises'):]
     section = section[:section.index('\n## ', 1)]
-    lines = [ln.strip() for ln in section.splitlines() if ln.strip().startswith('python -m pytest')]
-    assert len(lines) == 1, f'expected one `python -m pytest` command in the README section, got {lines}'
+    lines = [ln.strip() for ln in section.splitlines() if ln.strip().startswith('python -m ')]
+    assert len(lines) == 1, f'expected one `python -m ...` command in the README section, got {lines}'
     return shlex.split(lines[0])
 
 
 @pytest.mark.slow
 def test_readme_check_command_reports_the_stubs_and_passes_the_solutions():
+    """The README's check command works in the learner's venv (no pytest there since issue 30)."""
     cmd = _readme_check_command()
+    assert cmd[:3] == ['python', '-m', 'minigrad.check_notebook'], cmd
     notebook = cmd[-1]
     assert notebook.startswith('exercises/') and (ROOT / notebook).is_file(), notebook
-    def run(nb):        # `python` is this venv's interpreter; no .pytest_cache from a test
-        return subprocess.run([sys.executable, *cmd[1:-1], nb, '-p', 'no:cacheprovider'], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
+    dev = _dev()
+    python = dev.LEARNER.python if dev.LEARNER.python.exists() else Path(sys.executable)
+    print(f'check command run with {python}')
+
+    def run(nb):
+        return subprocess.run([python, *cmd[1:-1], nb], cwd=ROOT, capture_output=True, text=True, timeout=600)
     r = run(notebook)
     out = r.stdout + r.stderr
     assert r.returncode == 1, f'expected failing check cells (exit 1), got {r.returncode}:\n{out[-3000:]}'
-    assert 'NotImplementedError' in out and re.search(r'\d+ failed, \d+ passed', out), out[-3000:]
+    assert '✗ Task' in out and re.search(r': 0 of [1-9]\d* checks pass', out), out[-3000:]
     solution = notebook.replace('exercises/', 'solutions/')
     r = run(solution)
     assert r.returncode == 0, f'the same command fails on {solution}:\n{(r.stdout + r.stderr)[-3000:]}'
+    assert re.search(r': (\d+) of \1 checks pass', r.stdout), r.stdout[-3000:]

