@@ -278,6 +278,20 @@ def lab_server(tmp_path):
 
 
 @pytest.mark.slow
+def test_lab_is_clean_no_news_question_no_nbgrader(lab_server):
+    """issue 30: `dev.py lab` asks nothing about Jupyter news (binder/overrides.json is the default of the
+    notification settings) and loads no extension the course does not use (nbgrader's menus, Validate button)."""
+    _, _, body = _get(lab_server + 'lab/api/settings/@jupyterlab/apputils-extension:notification')
+    props = json.loads(body)['schema']['properties']
+    assert props['fetchNews']['default'] == 'false' and props['checkForUpdates']['default'] is False, props
+    _, _, page = _get(lab_server + 'lab/tree/notebooks/00_start_here.ipynb')
+    config = json.loads(re.search(rb'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                                  page, re.S).group(1))
+    names = {e['name'] for e in config.get('federated_extensions', [])}
+    assert not [n for n in names if 'nbgrader' in n or 'jupyterlite' in n], sorted(names)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != 'posix', reason='the terminal check needs a POSIX shell')
 def test_lab_serves_the_repository_and_terminals_start_at_its_root(lab_server):
     url = lab_server
