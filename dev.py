@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlparse
 ROOT = Path(__file__).resolve().parent
 WINDOWS = os.name == "nt"
 LEARNER_KERNEL = "minigrad-learner"           # the kernelspec in .venv-test that runs .venv's Python
+LEARNER_LAYOUT = 2                            # .venv's stamp: 2 = requirements.txt only (issue 30)
 OVERRIDES = ROOT / "binder" / "overrides.json"  # JupyterLab settings: no news pop-up, no update check
 FIRST_LESSON = "notebooks/00_start_here.ipynb"
 TORCH_VERSION = "2.13.0"
@@ -200,11 +201,13 @@ def setup(level: str) -> Venv:
     minigrad, editable); 'test': that one too, and .venv-test (+ test tools and torch) with the
     learner kernel. Both get the JupyterLab settings overrides."""
     check_python()
-    if LEARNER.read_stamp().get("test"):
-        # before issue 30 test tools went into .venv, and nbgrader's menus into the learner's JupyterLab
-        say(f"{rel(LEARNER.path)} holds the test tools of an older dev.py; recreating it as the learner's venv")
+    if LEARNER.path.exists() and LEARNER.read_stamp().get("layout") != LEARNER_LAYOUT:
+        # an older dev.py put nbval and pytest into .venv, and after `dev.py test` every test tool and torch
+        # (nbgrader's menus in the learner's JupyterLab); pip never removes them, so start afresh
+        say(f"{rel(LEARNER.path)} was made by an older dev.py (test tools inside); recreating it as the learner's venv")
         shutil.rmtree(LEARNER.path)
     install(LEARNER, "lab", ["-r", "requirements.txt"])
+    LEARNER.write_stamp(layout=LEARNER_LAYOUT)
     if level == "lab":
         return LEARNER
     install(TOOLS, "test", ["-r", "requirements.txt", "-r", "requirements-test.txt"], torch=True)

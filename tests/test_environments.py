@@ -86,14 +86,19 @@ def test_test_sets_up_the_tools_venv_and_the_learner_kernel(fake_setup):
     assert spec["argv"][:3] == [str(learner.python), "-m", "ipykernel_launcher"] and spec["language"] == "python"
 
 
-def test_an_old_venv_with_test_tools_is_made_again(fake_setup):
+@pytest.mark.parametrize("old_stamp", [{"lab": "old", "test": "old"}, {"lab": "old"}])
+def test_an_old_venv_with_test_tools_is_made_again(fake_setup, old_stamp):
+    """What dev.py made before issue 30 (after `test`, or `lab` only: nbval and pytest were in requirements.txt)."""
     learner, tools, calls = fake_setup
     learner.path.mkdir()
-    learner.write_stamp(lab="old", test="old")        # what dev.py wrote before issue 30
+    learner.write_stamp(**old_stamp)
     (learner.path / "torch-was-here").write_text("")
     DEV.setup("lab")
     assert not (learner.path / "torch-was-here").exists()
-    assert learner.read_stamp() == {"lab": "key"}
+    assert learner.read_stamp() == {"lab": "key", "layout": DEV.LEARNER_LAYOUT}
+    (learner.path / "kept").write_text("")
+    DEV.setup("lab")                                    # a current one stays
+    assert (learner.path / "kept").exists()
 
 
 def test_overrides_silence_the_news_and_update_check():
