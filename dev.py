@@ -74,6 +74,11 @@ def quiet(cmd, **kw) -> subprocess.CompletedProcess:
 
 
 # ----------------------------------------------------------------- the venvs
+def _in_course_venv(path: str) -> bool:
+    """Is `path` inside .venv or .venv-test of this checkout?"""
+    return any(Path(path).resolve().is_relative_to(ROOT / name) for name in (".venv", ".venv-test"))
+
+
 class Venv:
     """One virtual environment of the course: where it is, its Python, its setup stamp.
 
@@ -90,13 +95,14 @@ class Venv:
 
     def env(self) -> dict:
         """Environment for programs run from this venv: it first on PATH, and its Jupyter data dir first
-        so its kernels win over any kernel registered in the user's home directory."""
+        so its kernels win over any kernel registered in the user's home directory. The other venv's
+        entries go: a learner's JupyterLab started from the tests must not load .venv-test's extensions."""
         env = dict(os.environ)
         env.pop("PYTHONHOME", None)
         env["VIRTUAL_ENV"] = str(self.path)
-        env["PATH"] = str(self.bin) + os.pathsep + env.get("PATH", "")
-        jp = str(self.jupyter)
-        env["JUPYTER_PATH"] = jp + (os.pathsep + env["JUPYTER_PATH"] if env.get("JUPYTER_PATH") else "")
+        for var, first in (("PATH", self.bin), ("JUPYTER_PATH", self.jupyter)):
+            rest = [p for p in env.get(var, "").split(os.pathsep) if p and not _in_course_venv(p)]
+            env[var] = os.pathsep.join([str(first), *rest])
         return env
 
     def works(self) -> bool:
@@ -238,7 +244,9 @@ def register_learner_kernel() -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     spec = {"argv": [str(LEARNER.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (minigrad learner, .venv)", "language": "python",
-            "metadata": {"debugger": True}}
+            "metadata": {"debugger": True},
+            # as `dev.py lab` would: .venv's programs first (${PATH}: jupyter_client fills in the caller's)
+            "env": {"VIRTUAL_ENV": str(LEARNER.path), "PATH": str(LEARNER.bin) + os.pathsep + "${PATH}"}}
     (dest / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
     return dest
 

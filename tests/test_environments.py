@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,17 @@ def test_test_sets_up_the_tools_venv_and_the_learner_kernel(fake_setup):
                      (".venv-test", "test", ["-r", "requirements.txt", "-r", "requirements-test.txt"], True)]
     spec = json.loads((tools.jupyter / "kernels" / DEV.LEARNER_KERNEL / "kernel.json").read_text())
     assert spec["argv"][:3] == [str(learner.python), "-m", "ipykernel_launcher"] and spec["language"] == "python"
+
+
+def test_each_venv_environment_leaves_the_other_out(monkeypatch):
+    """The learner's JupyterLab started from a test run (in .venv-test's environment) must not see
+    .venv-test's Jupyter extensions (nbgrader) or programs."""
+    monkeypatch.setenv("PATH", os.pathsep.join([str(DEV.TOOLS.bin), "/usr/bin"]))
+    monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join([str(DEV.TOOLS.jupyter), "/opt/jupyter"]))
+    env = DEV.LEARNER.env()
+    assert env["PATH"].split(os.pathsep) == [str(DEV.LEARNER.bin), "/usr/bin"]
+    assert env["JUPYTER_PATH"].split(os.pathsep) == [str(DEV.LEARNER.jupyter), "/opt/jupyter"]
+    assert env["VIRTUAL_ENV"] == str(DEV.LEARNER.path)
 
 
 @pytest.mark.parametrize("old_stamp", [{"lab": "old", "test": "old"}, {"lab": "old"}])
