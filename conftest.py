@@ -11,6 +11,13 @@ active, and when it is not, every notebook pytest meets is reported as
 *skipped* with the reason, so library tests run everywhere and notebook runs
 never vanish silently.
 
+Notebooks run in the learner's kernel: ``--nbval-kernel-name=minigrad-learner`` when that
+kernelspec is registered (``python3 dev.py test`` registers it in .venv-test; it runs .venv's
+Python, which holds only requirements.txt: no torch, no test tools), else in the current
+environment (the report header says which). The fixture ``notebook_kernel`` gives other notebook
+runs the same kernel; tests/test_notebook_outputs.py keeps the test venv's own kernel (with torch),
+so lessons 08 and 11 are run both ways.
+
 Options given on the command line win: ``--nbval`` (strict output comparison)
 is not turned into ``--nbval-lax``, ``--nbval-kernel-name`` replaces
 ``--nbval-current-env``, and an explicit ``--nbval-sanitize-with`` /
@@ -23,6 +30,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+LEARNER_KERNEL = "minigrad-learner"   # dev.py's LEARNER_KERNEL
 SANITIZE_FILE = ROOT / "tests" / "nbval_sanitize.cfg"
 NBVAL_MISSING = ("nbval is not installed (or disabled with -p no:nbval), so notebooks are not run; "
                  "install it with: python -m pip install nbval")
@@ -32,6 +40,25 @@ def _nbval_active(config) -> bool:
     return config.pluginmanager.hasplugin("nbval")
 
 
+def learner_kernel() -> str | None:
+    """The learner kernel's name when this environment's Jupyter knows it, else None."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    except ImportError:   # no Jupyter here: nothing runs notebooks in this run
+        return None
+    try:
+        KernelSpecManager().get_kernel_spec(LEARNER_KERNEL)
+    except NoSuchKernel:
+        return None
+    return LEARNER_KERNEL
+
+
+@pytest.fixture(scope="session")
+def notebook_kernel() -> str:
+    """The kernel tests run notebooks in: the learner's (see the module docstring), else python3."""
+    return learner_kernel() or "python3"
+
+
 @pytest.hookimpl(trylast=True)  # after nbval's own pytest_configure has merged its option aliases
 def pytest_configure(config):
     if not _nbval_active(config):
@@ -39,8 +66,9 @@ def pytest_configure(config):
     opt = config.option
     if not opt.nbval:
         opt.nbval_lax = True
-    if not opt.nbval_kernel_name:
-        opt.nbval_current_env = True
+    if not opt.nbval_kernel_name and not opt.nbval_current_env:
+        opt.nbval_kernel_name = learner_kernel()
+        opt.nbval_current_env = opt.nbval_kernel_name is None
     if not opt.nbval_sanitize_with and not getattr(opt, "sanitize_with", None):
         opt.nbval_sanitize_with = str(SANITIZE_FILE)
 

@@ -2,14 +2,19 @@
 """Bootstrap and run the minigrad course.  Pure standard library.
 
     python3 dev.py lab [jupyter-lab args]   set up .venv, open the course in JupyterLab
-    python3 dev.py test [pytest args]       set up .venv + test tools, run all tests
-    python3 dev.py bench [args]             run the benchmarks (python -m minigrad.bench)
+    python3 dev.py test [pytest args]       set up .venv and .venv-test, run all tests
+    python3 dev.py bench [args]             run the benchmarks (python -m minigrad.bench, in .venv-test)
     python3 dev.py exercises [args]         regenerate exercises/ from solutions/
     python3 dev.py lite [--pyodide-index URL]  build the JupyterLite site (lessons 00-04) into build/lite/
 
-Everything is installed into ./.venv (created with `python3 -m venv`); nothing
-is registered globally.  Setup is skipped when the requirement files have not
-changed since the last successful run (a stamp file inside .venv).
+Two environments (created with `python3 -m venv`), nothing registered globally:
+  .venv       the learner's: requirements.txt + minigrad (editable), nothing else, so
+              JupyterLab shows only what the course uses;
+  .venv-test  the tools': requirements.txt + requirements-test.txt + torch + minigrad; it holds
+              the Jupyter kernel `minigrad-learner` (runs .venv's Python), so the tests run
+              the notebooks as a learner does.
+Setup is skipped when the requirement files have not changed since the last
+successful run (a stamp file inside each venv).
 """
 
 from __future__ import annotations
@@ -29,11 +34,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
 WINDOWS = os.name == "nt"
-VBIN = VENV / ("Scripts" if WINDOWS else "bin")
-VPY = VBIN / ("python.exe" if WINDOWS else "python")
-STAMP = VENV / ".minigrad-dev-setup.json"
+LEARNER_KERNEL = "minigrad-learner"           # the kernelspec in .venv-test that runs .venv's Python
+LEARNER_LAYOUT = 2                            # .venv's stamp: 2 = requirements.txt only (issue 30)
+OVERRIDES = ROOT / "binder" / "overrides.json"  # JupyterLab settings: no news pop-up, no update check
 FIRST_LESSON = "notebooks/00_start_here.ipynb"
 TORCH_VERSION = "2.13.0"
 TORCH_WHEEL_GLOB = f"torch-{TORCH_VERSION}*cpu*.whl"
@@ -69,17 +73,83 @@ def quiet(cmd, **kw) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, **kw)
 
 
+# ----------------------------------------------------------------- the venvs
+def _in_course_venv(path: str) -> bool:
+    """Is `path` inside .venv or .venv-test of this checkout?"""
+    return any(Path(path).resolve().is_relative_to(ROOT / name) for name in (".venv", ".venv-test"))
+
+
+class Venv:
+    """One virtual environment of the course: where it is, its Python, its setup stamp.
+
+    >>> Venv(ROOT / ".venv").python.name in ("python", "python.exe")
+    True
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.bin = path / ("Scripts" if WINDOWS else "bin")
+        self.python = self.bin / ("python.exe" if WINDOWS else "python")
+        self.stamp = path / ".minigrad-dev-setup.json"
+        self.jupyter = path / "share" / "jupyter"
+
+    def env(self) -> dict:
+        """Environment for programs run from this venv: it first on PATH, and its Jupyter data dir first
+        so its kernels win over any kernel registered in the user's home directory. The other venv's
+        entries go: a learner's JupyterLab started from the tests must not load .venv-test's extensions."""
+        env = dict(os.environ)
+        env.pop("PYTHONHOME", None)
+        env["VIRTUAL_ENV"] = str(self.path)
+        for var, first in (("PATH", self.bin), ("JUPYTER_PATH", self.jupyter)):
+            rest = [p for p in env.get(var, "").split(os.pathsep) if p and not _in_course_venv(p)]
+            env[var] = os.pathsep.join([str(first), *rest])
+        return env
+
+    def works(self) -> bool:
+        return self.python.exists() and quiet([self.python, "-m", "pip", "--version"]).returncode == 0
+
+    def read_stamp(self) -> dict:
+        try:
+            return json.loads(self.stamp.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def write_stamp(self, **keys) -> None:
+        self.stamp.write_text(json.dumps({**self.read_stamp(), **keys}, indent=1) + "\n")
+
+    def ensure(self) -> None:
+        """Create the venv (with pip) unless it exists and works."""
+        if self.works():
+            return
+        if self.path.exists():
+            say(f"{rel(self.path)} exists but is unusable; recreating it")
+            shutil.rmtree(self.path)
+        say(f"creating the virtual environment {rel(self.path)} with {sys.executable} ({sys.version.split()[0]})")
+        r = run([sys.executable, "-m", "venv", self.path], check=False)
+        if r.returncode != 0 or not self.works():
+            say("`python3 -m venv` could not install pip (no ensurepip); trying without it")
+            shutil.rmtree(self.path, ignore_errors=True)
+            run([sys.executable, "-m", "venv", "--without-pip", self.path])
+            bootstrap_pip_without_ensurepip(self.python)
+        if not self.works():
+            say(f"ERROR: the virtual environment {rel(self.path)} has no working pip")
+            sys.exit(1)
+
+    def install_overrides(self) -> None:
+        """binder/overrides.json as this venv's JupyterLab settings overrides (no news pop-up)."""
+        dest = self.jupyter / "lab" / "settings" / "overrides.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(OVERRIDES, dest)
+
+
+LEARNER = Venv(ROOT / ".venv")       # requirements.txt + minigrad: what `dev.py lab` runs
+TOOLS = Venv(ROOT / ".venv-test")    # + test tools, JupyterLite build tools, torch
+VENV, VPY = LEARNER.path, LEARNER.python
+
+
 def venv_env() -> dict:
-    """Environment for programs run from the venv: venv first on PATH, and the
-    venv's Jupyter data dir first so its `python3` kernel wins over any kernel
-    registered in the user's home directory."""
-    env = dict(os.environ)
-    env.pop("PYTHONHOME", None)
-    env["VIRTUAL_ENV"] = str(VENV)
-    env["PATH"] = str(VBIN) + os.pathsep + env.get("PATH", "")
-    jp = str(VENV / "share" / "jupyter")
-    env["JUPYTER_PATH"] = jp + (os.pathsep + env["JUPYTER_PATH"] if env.get("JUPYTER_PATH") else "")
-    return env
+    """The learner venv's environment (`dev.py lab`, the tests that start its JupyterLab)."""
+    return LEARNER.env()
 
 
 def pip_flags() -> list[str]:
@@ -89,14 +159,7 @@ def pip_flags() -> list[str]:
     return flags
 
 
-# ----------------------------------------------------------------- the venv
-def venv_works() -> bool:
-    if not VPY.exists():
-        return False
-    return quiet([VPY, "-m", "pip", "--version"]).returncode == 0
-
-
-def bootstrap_pip_without_ensurepip() -> None:
+def bootstrap_pip_without_ensurepip(python: Path) -> None:
     """Debian/Ubuntu's python3 without the python3-venv package has no
     ensurepip: make the venv --without-pip and install pip from a wheel."""
     wheels = sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"))
@@ -113,29 +176,14 @@ def bootstrap_pip_without_ensurepip() -> None:
                     "sudo apt-get install python3-venv) and run this again.")
                 sys.exit(1)
         wheel = wheels[-1]
-        run([VPY, os.path.join(wheel, "pip"), "install", "--no-deps", *pip_flags(), wheel])
+        run([python, os.path.join(wheel, "pip"), "install", "--no-deps", *pip_flags(), wheel])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ensure_venv() -> None:
+def check_python() -> None:
     if sys.version_info < MIN_PYTHON:
         say(f"ERROR: Python {'.'.join(map(str, MIN_PYTHON))}+ is needed, this is {sys.version.split()[0]}")
-        sys.exit(1)
-    if venv_works():
-        return
-    if VENV.exists():
-        say(f"{rel(VENV)} exists but is unusable; recreating it")
-        shutil.rmtree(VENV)
-    say(f"creating the virtual environment {rel(VENV)} with {sys.executable} ({sys.version.split()[0]})")
-    r = run([sys.executable, "-m", "venv", VENV], check=False)
-    if r.returncode != 0 or not venv_works():
-        say("`python3 -m venv` could not install pip (no ensurepip); trying without it")
-        shutil.rmtree(VENV, ignore_errors=True)
-        run([sys.executable, "-m", "venv", "--without-pip", VENV])
-        bootstrap_pip_without_ensurepip()
-    if not venv_works():
-        say("ERROR: the virtual environment has no working pip")
         sys.exit(1)
 
 
@@ -154,45 +202,60 @@ def setup_key(level: str, extra: str = "") -> str:
     return h.hexdigest()
 
 
-def read_stamp() -> dict:
-    try:
-        return json.loads(STAMP.read_text())
-    except (OSError, ValueError):
-        return {}
+def setup(level: str) -> Venv:
+    """Set up the venv a command needs and return it. 'lab': the learner's .venv (requirements.txt +
+    minigrad, editable); 'test': that one too, and .venv-test (+ test tools and torch) with the
+    learner kernel. Both get the JupyterLab settings overrides."""
+    check_python()
+    if LEARNER.path.exists() and LEARNER.read_stamp().get("layout") != LEARNER_LAYOUT:
+        # an older dev.py put nbval and pytest into .venv, and after `dev.py test` every test tool and torch
+        # (nbgrader's menus in the learner's JupyterLab); pip never removes them, so start afresh
+        say(f"{rel(LEARNER.path)} was made by an older dev.py (test tools inside); recreating it as the learner's venv")
+        shutil.rmtree(LEARNER.path)
+    install(LEARNER, "lab", ["-r", "requirements.txt"])
+    LEARNER.write_stamp(layout=LEARNER_LAYOUT)
+    if level == "lab":
+        return LEARNER
+    install(TOOLS, "test", ["-r", "requirements.txt", "-r", "requirements-test.txt"], torch=True)
+    register_learner_kernel()
+    return TOOLS
 
 
-def write_stamp(**keys) -> None:
-    data = read_stamp()
-    data.update(keys)
-    STAMP.write_text(json.dumps(data, indent=1) + "\n")
-
-
-def setup(level: str) -> None:
-    """level 'lab': requirements.txt + minigrad (editable); 'test': + test tools and torch."""
-    ensure_venv()
-    torch_wheel = find_local_torch_wheel() if level == "test" else None
+def install(venv: Venv, level: str, reqs: list[str], torch: bool = False) -> None:
+    """pip install `reqs` and minigrad (editable) into `venv` unless its stamp says it is done."""
+    venv.ensure()
+    venv.install_overrides()
+    torch_wheel = find_local_torch_wheel(venv) if torch else None
     key = setup_key(level, extra=str(torch_wheel or ""))
-    stamp = read_stamp()
-    if stamp.get(level) == key:
-        say(f"{rel(VENV)} is up to date ({level}); skipping pip (delete {rel(STAMP)} to force)")
+    if venv.read_stamp().get(level) == key:
+        say(f"{rel(venv.path)} is up to date ({level}); skipping pip (delete {rel(venv.stamp)} to force)")
         return
-    reqs = ["-r", "requirements.txt"]
-    if level == "test":
-        reqs += ["-r", "requirements-test.txt"]
-    say(f"installing the {level} requirements and minigrad (editable) into {rel(VENV)}")
-    run([VPY, "-m", "pip", "install", *pip_flags(), *reqs, "-e", "."])
-    if level == "test":
-        install_torch(torch_wheel)
-        write_stamp(test=key, lab=setup_key("lab"))
-    else:
-        write_stamp(lab=key)
+    say(f"installing the {level} requirements and minigrad (editable) into {rel(venv.path)}")
+    run([venv.python, "-m", "pip", "install", *pip_flags(), *reqs, "-e", "."])
+    if torch:
+        install_torch(venv, torch_wheel)
+    venv.write_stamp(**{level: key})
+
+
+def register_learner_kernel() -> Path:
+    """The kernelspec `minigrad-learner` in .venv-test: a kernel running the learner's .venv Python, so the
+    tests run notebooks with exactly what a learner has (no torch, no test tools)."""
+    dest = TOOLS.jupyter / "kernels" / LEARNER_KERNEL
+    dest.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [str(LEARNER.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (minigrad learner, .venv)", "language": "python",
+            "metadata": {"debugger": True},
+            # as `dev.py lab` would: .venv's programs first (${PATH}: jupyter_client fills in the caller's)
+            "env": {"VIRTUAL_ENV": str(LEARNER.path), "PATH": str(LEARNER.bin) + os.pathsep + "${PATH}"}}
+    (dest / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+    return dest
 
 
 # ----------------------------------------------------------------- torch (optional)
-def pip_find_links() -> list[str]:
+def pip_find_links(venv: Venv) -> list[str]:
     """Directories in pip's configured find-links (config files and PIP_FIND_LINKS)."""
     values = []
-    r = quiet([VPY, "-m", "pip", "config", "list"])
+    r = quiet([venv.python, "-m", "pip", "config", "list"])
     for line in r.stdout.splitlines():
         key, sep, val = line.partition("=")
         if sep and key.strip().endswith("find-links"):
@@ -211,16 +274,16 @@ def pip_find_links() -> list[str]:
     return dirs
 
 
-def find_local_torch_wheel() -> str | None:
+def find_local_torch_wheel(venv: Venv) -> str | None:
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    for d in pip_find_links():
+    for d in pip_find_links(venv):
         for whl in sorted(glob.glob(os.path.join(d, TORCH_WHEEL_GLOB))):
             if f"-{tag}-" in os.path.basename(whl):
                 return whl
     return None
 
 
-def install_torch(wheel: str | None) -> None:
+def install_torch(venv: Venv, wheel: str | None) -> None:
     if not wheel:
         say(f"no local CPU wheel for torch=={TORCH_VERSION} in pip's find-links; "
             "skipping torch (the torch cross-check tests will skip)")
@@ -228,7 +291,7 @@ def install_torch(wheel: str | None) -> None:
     say(f"installing torch=={TORCH_VERSION} from the local wheel {wheel}")
     # Installing the file itself: if it does not fit this platform pip fails
     # instead of downloading a multi-GB build from the index.
-    r = run([VPY, "-m", "pip", "install", *pip_flags(), wheel], check=False)
+    r = run([venv.python, "-m", "pip", "install", *pip_flags(), wheel], check=False)
     if r.returncode != 0:
         say("could not install the local torch wheel; continuing without torch "
             "(the torch cross-check tests will skip)")
@@ -271,13 +334,13 @@ def ensure_system_packages() -> None:
 
 
 # ----------------------------------------------------------------- commands
-def exec_in_venv(cmd: list) -> None:
+def exec_in_venv(venv: Venv, cmd: list) -> None:
     print("+ " + " ".join(shlex.quote(rel(c) if isinstance(c, Path) else str(c)) for c in cmd), flush=True)
     sys.stdout.flush()
     os.chdir(ROOT)
     if WINDOWS:
-        sys.exit(subprocess.call([str(c) for c in cmd], env=venv_env()))
-    os.execve(str(cmd[0]), [str(c) for c in cmd], venv_env())
+        sys.exit(subprocess.call([str(c) for c in cmd], env=venv.env()))
+    os.execve(str(cmd[0]), [str(c) for c in cmd], venv.env())
 
 
 def lab_command(args: list[str]) -> list:
@@ -307,23 +370,23 @@ def cmd_lab(args: list[str]) -> None:
         say("NOTE: neither the Graphviz `dot` program nor the pygraphviz wheel is available, so graphs "
             "will not draw. Install one: .venv/bin/python -m pip install pygraphviz, or apt-get/brew "
             "install graphviz")
-    exec_in_venv(lab_command(args))
+    exec_in_venv(LEARNER, lab_command(args))
 
 
 def cmd_test(args: list[str]) -> None:
     ensure_system_packages()
-    setup("test")
+    tools = setup("test")
     say("running pytest over the configured testpaths: tests notebooks solutions "
-        "(notebooks through nbval)")
+        f"(notebooks through nbval, in the kernel {LEARNER_KERNEL})")
     # No paths given: pytest uses `testpaths` from pyproject.toml (absent
     # directories are ignored). Paths in `args` narrow the run as usual.
-    proc = run([VPY, "-m", "pytest", *args], check=False, env=venv_env())
+    proc = run([tools.python, "-m", "pytest", *args], check=False, env=tools.env())
     sys.exit(proc.returncode)
 
 
 def cmd_bench(args: list[str]) -> None:
-    setup("lab")
-    exec_in_venv([VPY, "-m", "minigrad.bench", *args])
+    tools = setup("test")                   # the benchmarks compare with torch
+    exec_in_venv(tools, [tools.python, "-m", "minigrad.bench", *args])
 
 
 def cmd_exercises(args: list[str]) -> None:
@@ -331,8 +394,8 @@ def cmd_exercises(args: list[str]) -> None:
     if not script.exists():
         say(f"{rel(script)} does not exist yet; nothing to do")
         sys.exit(1)
-    setup("lab")
-    exec_in_venv([VPY, script, *args])
+    learner = setup("lab")
+    exec_in_venv(learner, [learner.python, script, *args])
 
 
 # ----------------------------------------------------------------- the JupyterLite site
@@ -441,8 +504,8 @@ def cmd_lite(args: list[str]) -> None:
     elif args:
         say("usage: python3 dev.py lite [--pyodide-index URL]  (default: the Pyodide CDN of the pinned version)")
         sys.exit(2)
-    setup("test")                           # jupyterlite-core and jupyterlite-pyodide-kernel are test tools
-    build_lite(VPY, index)
+    tools = setup("test")                   # jupyterlite-core and jupyterlite-pyodide-kernel are test tools
+    build_lite(tools.python, index)
 
 
 def build_lite(py, index: str | None = None, out: Path = LITE_OUT) -> Path:
@@ -479,6 +542,7 @@ def build_lite(py, index: str | None = None, out: Path = LITE_OUT) -> Path:
     kernel = lite_json["jupyter-config-data"]["litePluginSettings"][LITE_KERNEL_PLUGIN]
     kernel.setdefault("loadPyodideOptions", {})["packageBaseUrl"] = index
     (stage / "jupyter-lite.json").write_text(json.dumps(lite_json, indent=2) + "\n")
+    shutil.copyfile(OVERRIDES, stage / "overrides.json")   # merged into the site's settingsOverrides
     config = json.loads((LITE_SRC / "jupyter_lite_config.json").read_text())
     kernel_ext = quiet([py, "-c", "import os; from jupyter_core.paths import jupyter_path; print(next(p for p in "
                               "jupyter_path('labextensions', '@jupyterlite', 'pyodide-kernel-extension') "

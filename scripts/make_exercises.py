@@ -37,6 +37,10 @@ learners' copies:
 - every other cell is *read-only* (``locked``), id ``locked_<n>-<k>``: the
   k-th such cell of task <n> (``locked_intro-<k>`` before the first task).
 
+In exercises/ the cells are also locked for JupyterLab as nbgrader's release
+(its LockCells preprocessor) locks them: answer cells ``deletable: false``;
+checks and read-only cells ``deletable: false`` and ``editable: false``.
+
 Running the script again changes nothing (ids and points derive from the
 notebooks). ``--check`` also fails when the solutions' metadata is stale.
 Pure standard library.
@@ -162,6 +166,19 @@ def annotate(nb: dict, name: str) -> dict:
     return nb
 
 
+def lock(meta: dict) -> None:
+    """Set JupyterLab's `deletable`/`editable` in cell metadata `meta` from its nbgrader part, as
+    nbgrader's LockCells does on release: a learner can neither delete a check nor edit it.
+
+    >>> m = {"nbgrader": {"grade": True, "solution": False, "locked": True}}; lock(m); m["editable"]
+    False
+    """
+    nbg = meta["nbgrader"]
+    meta["deletable"] = False                     # every cell of ours is an answer, a check or read-only
+    if not nbg["solution"] and (nbg["grade"] or nbg["locked"]):
+        meta["editable"] = False
+
+
 def make_exercise(nb: dict, name: str) -> dict:
     """Return the exercise version of solution notebook `nb` (a JSON dict),
     nbgrader metadata included."""
@@ -169,6 +186,7 @@ def make_exercise(nb: dict, name: str) -> dict:
     heading = None
     for i, cell in enumerate(nb.get("cells", [])):
         text, where = _source(cell), f"{name}, cell {i}"
+        lock(cell["metadata"])
         if cell.get("cell_type") == "markdown":
             found = TASK_HEADING.findall(text)
             heading = found[-1].strip() if found else heading

@@ -1,7 +1,7 @@
 """Re-execute lesson and solution notebooks in a fresh kernel each and save them with their outputs.
 
-    .venv/bin/python scripts/run_notebooks.py                  every notebooks/*.ipynb and solutions/*.ipynb
-    .venv/bin/python scripts/run_notebooks.py notebooks/05_graph_compiler.ipynb ...
+    .venv-test/bin/python scripts/run_notebooks.py                  every notebooks/*.ipynb and solutions/*.ipynb
+    .venv-test/bin/python scripts/run_notebooks.py notebooks/05_graph_compiler.ipynb ...
 
 Run it after a library change: tests/test_notebook_outputs.py fails while a cell tagged `keep-current`
 stores output (generated code, printed graphs, tables, counts) that the library no longer produces.

@@ -17,6 +17,7 @@ The environment is a fresh venv; pip's download cache is reused to keep it fast.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -166,6 +167,18 @@ def test_binder_env_has_the_course_packages(binder_env, tmp_path):
     out = _run([py, "-c", code], env, cwd=tmp_path).stdout.strip().splitlines()[-1]
     assert Path(out).resolve().is_relative_to(ROOT / "minigrad"), (
         f"minigrad imported from {out}, expected the editable checkout in {ROOT}")
+
+
+@pytest.mark.slow
+def test_binder_jupyterlab_asks_nothing_about_news(binder_env):
+    """postBuild puts binder/overrides.json into JupyterLab's settings (issue 30: no news pop-up)."""
+    py, env = binder_env
+    out = _run([py, "-m", "jupyter", "lab", "path"], env).stdout
+    app_dir = next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                   if line.startswith("Application directory"))
+    installed = Path(app_dir) / "settings" / "overrides.json"
+    assert installed.is_file(), f"postBuild did not install {installed}"
+    assert json.loads(installed.read_text()) == json.loads((BINDER / "overrides.json").read_text())
 
 
 @pytest.mark.slow

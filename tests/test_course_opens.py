@@ -177,7 +177,8 @@ def test_lessons_and_solutions_run_without_dot_and_numba(tmp_path):
     env = dict(os.environ, PATH=path_without_dot(tmp_path))
     env['PYTHONPATH'] = os.pathsep.join([str(tmp_path / 'block'), str(ROOT)])
     env.pop('MINIGRAD_BACKEND', None)
-    cmd = [sys.executable, '-m', 'pytest', '--nbval-lax', '--nbval-current-env', '--sanitize-with',
+    # the kernel (conftest.py's learner kernel) inherits PATH and PYTHONPATH: no dot, no numba there either
+    cmd = [sys.executable, '-m', 'pytest', '--nbval-lax', '--sanitize-with',
            'tests/nbval_sanitize.cfg', 'notebooks', 'solutions', '-p', 'no:cacheprovider', '-q']
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800, env=env)
     assert r.returncode == 0, f'nbval without `dot` and numba failed:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}'
@@ -285,6 +286,20 @@ def lab_server(tmp_path):
 
 
 @pytest.mark.slow
+def test_lab_is_clean_no_news_question_no_nbgrader(lab_server):
+    """issue 30: `dev.py lab` asks nothing about Jupyter news (binder/overrides.json is the default of the
+    notification settings) and loads no extension the course does not use (nbgrader's menus, Validate button)."""
+    _, _, body = _get(lab_server + 'lab/api/settings/@jupyterlab/apputils-extension:notification')
+    props = json.loads(body)['schema']['properties']
+    assert props['fetchNews']['default'] == 'false' and props['checkForUpdates']['default'] is False, props
+    _, _, page = _get(lab_server + 'lab/tree/notebooks/00_start_here.ipynb')
+    config = json.loads(re.search(rb'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                                  page, re.S).group(1))
+    names = {e['name'] for e in config.get('federated_extensions', [])}
+    assert not [n for n in names if 'nbgrader' in n or 'jupyterlite' in n], sorted(names)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != 'posix', reason='the terminal check needs a POSIX shell')
 def test_lab_serves_the_repository_and_terminals_start_at_its_root(lab_server):
     url = lab_server
@@ -340,23 +355,29 @@ def _readme_check_command():
     text = (ROOT / 'README.md').read_text(encoding='utf-8')
     section = text[text.index('## How to check your exercises'):]
     section = section[:section.index('\n## ', 1)]
-    lines = [ln.strip() for ln in section.splitlines() if ln.strip().startswith('python -m pytest')]
-    assert len(lines) == 1, f'expected one `python -m pytest` command in the README section, got {lines}'
+    lines = [ln.strip() for ln in section.splitlines() if ln.strip().startswith('python -m ')]
+    assert len(lines) == 1, f'expected one `python -m ...` command in the README section, got {lines}'
     return shlex.split(lines[0])
 
 
 @pytest.mark.slow
 def test_readme_check_command_reports_the_stubs_and_passes_the_solutions():
+    """The README's check command works in the learner's venv (no pytest there since issue 30)."""
     cmd = _readme_check_command()
+    assert cmd[:3] == ['python', '-m', 'minigrad.check_notebook'], cmd
     notebook = cmd[-1]
     assert notebook.startswith('exercises/') and (ROOT / notebook).is_file(), notebook
-    def run(nb):        # `python` is this venv's interpreter; no .pytest_cache from a test
-        return subprocess.run([sys.executable, *cmd[1:-1], nb, '-p', 'no:cacheprovider'], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
+    dev = _dev()
+    python = dev.LEARNER.python if dev.LEARNER.python.exists() else Path(sys.executable)
+    print(f'check command run with {python}')
+
+    def run(nb):
+        return subprocess.run([python, *cmd[1:-1], nb], cwd=ROOT, capture_output=True, text=True, timeout=600)
     r = run(notebook)
     out = r.stdout + r.stderr
     assert r.returncode == 1, f'expected failing check cells (exit 1), got {r.returncode}:\n{out[-3000:]}'
-    assert 'NotImplementedError' in out and re.search(r'\d+ failed, \d+ passed', out), out[-3000:]
+    assert '✗ Task' in out and re.search(r': 0 of [1-9]\d* checks pass', out), out[-3000:]
     solution = notebook.replace('exercises/', 'solutions/')
     r = run(solution)
     assert r.returncode == 0, f'the same command fails on {solution}:\n{(r.stdout + r.stderr)[-3000:]}'
+    assert re.search(r': (\d+) of \1 checks pass', r.stdout), r.stdout[-3000:]

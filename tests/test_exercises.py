@@ -458,14 +458,14 @@ def _message(err) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=lambda p: p.stem)
-def test_every_check_teaches(solution, monkeypatch):
+def test_every_check_teaches(solution, monkeypatch, notebook_kernel):  # the learner's kernel (conftest.py)
     exercise = ROOT / "exercises" / solution.name
     assert exercise.exists(), f"{exercise.name} missing: run python3 scripts/make_exercises.py"
     sol = nbformat.read(solution, as_version=4)
     ex = nbformat.read(exercise, as_version=4)
     assert len(ex.cells) == len(sol.cells)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    client = nbclient.NotebookClient(nbformat.read(solution, as_version=4), timeout=300, kernel_name="python3",
+    client = nbclient.NotebookClient(nbformat.read(solution, as_version=4), timeout=300, kernel_name=notebook_kernel,
                                      allow_errors=True, resources={"metadata": {"path": str(solution.parent)}})
     checks = set(check_cells(sol))
     problems = []

@@ -182,6 +182,15 @@ def test_site_has_the_kernel_and_widget_extensions_only(site):
 
 
 @pytest.mark.slow
+def test_site_has_no_news_pop_up(site):
+    """binder/overrides.json reaches the site's settings: no "notified about official Jupyter news?" (issue 30)."""
+    overrides = json.loads((ROOT / 'binder' / 'overrides.json').read_text())
+    got = _lite_config(site).get('settingsOverrides', {})
+    for plugin, settings in overrides.items():
+        assert got.get(plugin, {}) == {**got.get(plugin, {}), **settings}, (plugin, got.get(plugin))
+
+
+@pytest.mark.slow
 def test_site_pins_one_pyodide_version(site):
     from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
     pin = PINS['pyodide']

@@ -81,6 +81,32 @@ def test_cells_are_answers_checks_or_read_only(folder):
         assert len(ids) == len(set(ids)), f"{folder}/{path.name}: duplicate grade ids"
 
 
+def test_exercise_checks_are_locked_for_jupyterlab():
+    """A learner can neither edit nor delete a check cell in JupyterLab (issue 30): exercises/ carries the
+    `editable`/`deletable` flags nbgrader's release sets, and nbgrader's LockCells (when installed) agrees."""
+    for sol in SOLUTIONS:
+        cells = _load(ROOT / "exercises" / sol.name)["cells"]
+        for i, (cell, sol_cell) in enumerate(zip(cells, _load(sol)["cells"])):
+            meta, where = cell["metadata"], f"exercises/{sol.name}, cell {i}"
+            assert meta.get("deletable") is False, f"{where}: a learner can delete it"
+            if meta["nbgrader"]["grade"] and not meta["nbgrader"]["solution"]:
+                assert meta.get("editable") is False, f"{where}: a learner can edit this check cell"
+            if "### BEGIN SOLUTION" in _source(sol_cell) and cell["cell_type"] == "code":
+                assert meta.get("editable", True) is True, f"{where}: the answer cell must stay editable"
+    try:
+        from nbgrader.preprocessors import LockCells
+    except ImportError:
+        return  # the flags above are nbgrader's rule written out; the comparison needs nbgrader
+    import nbformat
+    for sol in SOLUTIONS:
+        ours = nbformat.read(ROOT / "exercises" / sol.name, as_version=4)
+        theirs = nbformat.read(ROOT / "exercises" / sol.name, as_version=4)
+        for cell in theirs.cells:
+            cell.metadata.pop("editable", None), cell.metadata.pop("deletable", None)
+        theirs, _ = LockCells().preprocess(theirs, {})
+        assert [c.metadata for c in ours.cells] == [c.metadata for c in theirs.cells], sol.name
+
+
 def test_nbgrader_validator_accepts_every_notebook():
     pytest.importorskip("nbgrader", reason="nbgrader is not installed (it comes with requirements-test.txt)")
     import nbformat

@@ -6,7 +6,7 @@ output must match the library: this test re-executes every lesson and solution a
 cells' text outputs with the stored ones, after sanitising addresses, timings and the like with the
 regexes of tests/nbval_sanitize.cfg. When it fails, refresh the stored outputs with
 
-    .venv/bin/python scripts/run_notebooks.py
+    .venv-test/bin/python scripts/run_notebooks.py
 
 and read the diff: the lesson's prose may need to follow the new output.
 """
@@ -68,7 +68,7 @@ def test_listings_are_tagged_and_stored(path):
     assert not untagged, f"{path.name}: cells {untagged} print generated listings but are not tagged {TAG!r}"
     empty = [i for i in keep if not nb.cells[i].get("outputs")]
     assert not empty, (f"{path.name}: cells {empty} are tagged {TAG!r} but store no output; "
-                       f"run .venv/bin/python scripts/run_notebooks.py {path.relative_to(ROOT)}")
+                       f"run .venv-test/bin/python scripts/run_notebooks.py {path.relative_to(ROOT)}")
 
 
 def test_sanitizers_hide_what_changes_between_runs():
@@ -86,6 +86,8 @@ def test_stored_outputs_are_current(path):
     nbclient = pytest.importorskip("nbclient")
     stored = nbformat.read(path, as_version=4)
     fresh = nbformat.read(path, as_version=4)
+    # python3 = this venv's own Python (.venv-test, with torch): lessons 08 and 11 run with torch here and
+    # without it in the learner kernel (nbval, conftest.py)
     nbclient.NotebookClient(fresh, timeout=600, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     subs = sanitizers()
@@ -97,5 +99,5 @@ def test_stored_outputs_are_current(path):
                                                        lineterm=""))[:40])
             stale.append(f"cell {i} ({stored.cells[i].source.splitlines()[0][:60]!r}):\n{diff}")
     assert not stale, (f"{path.relative_to(ROOT)}: stored outputs no longer match the library; refresh them with "
-                       f".venv/bin/python scripts/run_notebooks.py {path.relative_to(ROOT)} and check the prose\n\n"
+                       f".venv-test/bin/python scripts/run_notebooks.py {path.relative_to(ROOT)} and check the prose\n\n"
                        + "\n\n".join(stale))

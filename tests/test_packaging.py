@@ -8,11 +8,13 @@ only network use is package installs (through pip's and uv's usual caches).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -112,13 +114,16 @@ def test_project_metadata_is_complete():
     project = pyproject()["project"]
     assert project["name"] == DIST_NAME, "the distribution name (minigrad on PyPI is another project)"
     assert project["license"] == "MIT" and "LICENSE" in project["license-files"]
-    assert project["authors"] and project["description"] and project["readme"] == "README.md"
+    assert project["authors"] and project["description"]
+    assert "readme" not in project and project["dynamic"] == ["readme"], "setup.py writes the long description"
     assert {"Homepage", "Source", "Issues", "Changelog"} <= set(project["urls"])
     assert project["requires-python"] == ">={}.{}".format(*MIN_PYTHON)
     classifiers = project["classifiers"]
     assert not [c for c in classifiers if c.startswith("License ::")], "PEP 639: the licence is `license`"
     for py in CLAIMED_PYTHONS:
         assert f"Programming Language :: Python :: {py}" in classifiers
+    # "Framework :: Jupyter :: JupyterLab :: N" is for JupyterLab extensions; minigrad is none (issue 30)
+    assert not [c for c in classifiers if c.startswith("Framework :: Jupyter :: JupyterLab")], classifiers
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     claimed = f"Python {CLAIMED_PYTHONS[0]} to {CLAIMED_PYTHONS[-1]}"
     assert claimed in readme, f"README must state the supported range: {claimed!r}"
@@ -129,7 +134,9 @@ def test_pyproject_bounds_agree_with_requirements_txt():
     from packaging.requirements import Requirement
     course = {Requirement(r).name: Requirement(r) for r in requirement_lines(ROOT / "requirements.txt")}
     project = pyproject()["project"]
-    declared = project["dependencies"] + project["optional-dependencies"]["viz"]
+    extras = project["optional-dependencies"]
+    assert extras["onnx"] == ["onnx>=1.17"], "mg.export_onnx needs onnx: pip install minigrad-course[onnx]"
+    declared = project["dependencies"] + extras["viz"] + extras["onnx"]
     for text in declared:
         req = Requirement(text)
         assert req.name in course, f"{req.name} is a dependency of the package but not in requirements.txt"
@@ -172,7 +179,7 @@ def test_wheel_installs_in_a_clean_venv(tmp_path):
     --no-deps plus numpy into a fresh venv, import it from elsewhere, print the version."""
     src = tmp_path / "src"
     shutil.copytree(ROOT / "minigrad", src / "minigrad", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
     wheels = tmp_path / "wheels"
     run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--progress-bar", "off",
@@ -203,6 +210,67 @@ def test_wheel_installs_in_a_clean_venv(tmp_path):
     print(f"clean venv: minigrad {out[0]} from {out[1]}")
     assert out[0] == version
     assert Path(out[1]).resolve().is_relative_to(venv.resolve())
+
+
+def _setup_py():
+    spec = importlib.util.spec_from_file_location("minigrad_setup", ROOT / "setup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # not __main__: defines absolute_links, does not call setup()
+    return mod
+
+
+MD_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_long_description_has_only_absolute_links():
+    """README's relative links (lessons, LICENSE, anchors) break on PyPI: the long description that
+    setup.py computes has absolute GitHub links, each to a file that exists here."""
+    mod = _setup_py()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    relative = [t for t in MD_LINK.findall(readme) if not re.match(r"[a-z]+:", t)]
+    assert relative, "README.md has no relative links: the test would check nothing"
+    text = mod.absolute_links(readme)
+    targets = MD_LINK.findall(text)
+    assert len(targets) == len(MD_LINK.findall(readme))
+    assert not [t for t in targets if not t.startswith(("https://", "http://"))], "relative links left"
+    for t in targets:
+        if t.startswith(mod.REPO + "/blob/main/"):
+            path = t.removeprefix(mod.REPO + "/blob/main/").split("#")[0]
+            assert (ROOT / path).exists(), f"README links to {path}, which does not exist"
+
+
+@pytest.mark.slow
+def test_sdist_and_its_wheel(tmp_path):
+    """`uv build` (sdist, then the wheel from the sdist, as pip does): the sdist holds the package and no
+    tests (they need the repository's notebooks and golden files, issue 30), and the wheel's metadata has
+    the onnx extra, the classifiers and a long description with absolute links."""
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if not uv:
+        pytest.skip("uv is not installed (it comes with requirements-test.txt)")
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".*", "build", "dist", "__pycache__", "*.egg-info",
+                                                             "node_modules", "artifacts"))
+    out = tmp_path / "dist"
+    run([uv, "build", "--no-progress", "-o", out, src], env=clean_env())
+    version = pyproject()["project"]["version"]
+    [sdist], [wheel] = out.glob("*.tar.gz"), out.glob("*.whl")
+    with tarfile.open(sdist) as tf:
+        names = [n.split("/", 1)[1] for n in tf.getnames() if "/" in n]
+    assert not [n for n in names if n.startswith(("tests", "notebooks", "solutions", "exercises"))], names
+    expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "minigrad").rglob("*.py")
+                if "__pycache__" not in p.parts}
+    assert expected <= set(names), sorted(expected - set(names))
+    assert {"setup.py", "README.md", "LICENSE", "pyproject.toml"} <= set(names)
+    with zipfile.ZipFile(wheel) as zf:
+        meta = Parser().parsestr(zf.read(f"minigrad_course-{version}.dist-info/METADATA").decode())
+    assert "onnx" in meta.get_all("Provides-Extra")
+    assert 'onnx>=1.17; extra == "onnx"' in meta.get_all("Requires-Dist")
+    assert not [c for c in meta.get_all("Classifier") if "JupyterLab" in c]
+    assert meta["Description-Content-Type"] == "text/markdown"
+    body = meta.get_payload()
+    assert "minigrad: dynamic vs static computation graphs" in body
+    links = MD_LINK.findall(body)
+    assert links and not [t for t in links if not t.startswith(("https://", "http://"))], links
 
 
 # ------------------------------------------------------------------ pytest with and without nbval
@@ -236,14 +304,14 @@ def test_library_tests_run_without_nbval():
 # ------------------------------------------------------------------ lowest allowed versions
 @pytest.mark.slow
 def test_lowest_allowed_versions_pass_the_library_tests(tmp_path):
-    """uv installs requirements.txt (plus pytest and hypothesis from requirements-test.txt) at the
+    """uv installs requirements.txt (plus pytest, hypothesis and nbval from requirements-test.txt) at the
     lowest versions they allow (--resolution lowest-direct, wheels only) into a fresh venv; the library
     tests and two lessons then run there against the checkout (not installed: PYTHONPATH)."""
     uv = shutil.which("uv", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if uv is None:
         pytest.skip("uv is not installed (it comes with requirements-test.txt: pip install uv)")
     tools = [r for r in requirement_lines(ROOT / "requirements-test.txt")
-             if re.match(r"(pytest|hypothesis)\b", r)]
+             if re.match(r"(pytest|hypothesis|nbval)\b", r)]
     venv = tmp_path / "lowest"
     env = clean_env()
     env.pop("VIRTUAL_ENV", None)
