@@ -37,11 +37,12 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
 # issue 32 (memory plan count) +1; issue 31 (state half): +29 core (where's cast, grad_ys check, the check
 # node kind), +63 package (also the optimizer settings, in-place assign readers, strided size-1 kernel inputs).
 # issue 31 (composition): +236 core / +284 package for the 'call' node, cond/while JVP rules, jit guards
-# Issue 32 added the exercise hint table (minigrad/hints.py, ~330 lines of text) and the hint ladder: +381.
+# Issue 32 added the exercise hint table (minigrad/hints.py, ~330 lines of text) and the hint ladder: +381,
+# and task 9.5's hints +9.
 # issue 35 (ONNX export correctness, dynamic axes, import of PyTorch models, check exports as Identity)
 # raised the package ceiling
 # issue 30: +45 for check_notebook.py (python -m minigrad.check_notebook, the learner's check command)
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2981, 7620, 60
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 2981, 7629, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 
