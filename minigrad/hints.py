@@ -190,6 +190,8 @@ HINTS = {
                       'read, a later read replacing an earlier one; outputs end at the number of steps',
                  inputs_first='graph inputs are there before the first step: their first step is -1',
                  outputs_last='a graph output must survive the whole program: it lives to len(schedule)',
+                 outputs_none='the lesson\'s memory plan writes None for "alive at the end"; here the end is a '
+                              'step number, len(schedule), so ranges compare as numbers',
                  first_read='a value read at two steps lives until the LATER one: update its last step at every '
                             'read'),
     '05-5': dict(nudge='a value can be written into the buffer of a value that dies at this very step; never '

@@ -201,6 +201,10 @@ WRONG = {
               ("ranges = {name: [-1, -1] for name in inputs}\nfor step, (out, op, ins) in enumerate(schedule):\n"
                "    for i in ins:\n        ranges[i][1] = max(ranges[i][1], step)\n    ranges[out] = [step, step]\n"
                "return {k: tuple(v) for k, v in ranges.items()}", "len(schedule)"),
+              ("ranges = {name: [-1, -1] for name in inputs}\nfor step, (out, op, ins) in enumerate(schedule):\n"
+               "    for i in ins:\n        ranges[i][1] = max(ranges[i][1], step)\n    ranges[out] = [step, step]\n"
+               "for o in outputs:\n    ranges[o][1] = None\nreturn {k: tuple(v) for k, v in ranges.items()}",
+               "writes None"),
               ("ranges = {name: [-1, None] for name in inputs}\nfor step, (out, op, ins) in enumerate(schedule):\n"
                "    for i in ins:\n        if ranges[i][1] is None:\n            ranges[i][1] = step\n"
                "    ranges[out] = [step, None]\nfor o in outputs:\n    ranges[o][1] = len(schedule)\n"
