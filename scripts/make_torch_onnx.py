@@ -2,9 +2,10 @@
 exported by torch.onnx.export, with torch's outputs and autograd gradients, so the import tests and lesson 11
 run without torch.
 
-    python scripts/make_torch_onnx.py
+    .venv-test/bin/python scripts/make_torch_onnx.py
 
-Uses the TorchScript exporter (dynamo=False) when onnxscript (which the dynamo exporter needs) is missing.
+Writes torch_<model>.onnx with the TorchScript exporter (dynamo=False) and torch_<model>_dynamo.onnx with the
+torch.export-based one, which needs onnxscript (requirements-test.txt).
 """
 import importlib.util
 import io
@@ -37,16 +38,21 @@ def main():
         r = torch.tensor(rng.integers(1, 8, size=tuple(y.shape)).astype(np.float32) / 4)   # dyadic weights
         (y * r).sum().backward()
         buf = io.BytesIO()
-        torch.onnx.export(model, (x,), buf, input_names=['x'], output_names=['y'], dynamo=DYNAMO,
+        torch.onnx.export(model, (x,), buf, input_names=['x'], output_names=['y'], dynamo=False,
                           dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}}, opset_version=17)
         (OUT / f'torch_{name}.onnx').write_bytes(buf.getvalue())
+        if DYNAMO:
+            path = OUT / f'torch_{name}_dynamo.onnx'
+            torch.onnx.export(model, (x.detach(),), str(path), input_names=['x'], output_names=['y'], dynamo=True,
+                              dynamic_shapes=({0: torch.export.Dim('batch')},), opset_version=18,
+                              external_data=False)
         ref.update({f'{name}/x': x.detach().numpy(), f'{name}/y': y.detach().numpy(), f'{name}/r': r.numpy(),
                     f'{name}/grad_x': x.grad.numpy()})
         ref.update({f'{name}/grad_param/{k}': p.grad.numpy() for k, p in model.named_parameters()})
         ref.update({f'{name}/param/{k}': p.detach().numpy() for k, p in model.named_parameters()})
     np.savez(OUT / 'torch_reference.npz', **ref)
-    print(f'wrote {len(ref)} arrays; torch {torch.__version__}, exporter: {"dynamo" if DYNAMO else "TorchScript"}',
-          file=sys.stderr)
+    print(f'wrote {len(ref)} arrays; torch {torch.__version__}; exporters: TorchScript'
+          + (' and dynamo' if DYNAMO else ' (no onnxscript: no dynamo files)'), file=sys.stderr)
 
 
 if __name__ == '__main__':

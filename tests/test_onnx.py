@@ -536,13 +536,15 @@ def test_a_graph_built_on_none_dims_is_dynamic_already():
 DATA = __import__('pathlib').Path(__file__).parent / 'data'       # written by scripts/make_torch_onnx.py
 
 
+@pytest.mark.parametrize('exporter', ['', '_dynamo'], ids=['torchscript', 'dynamo'])
 @pytest.mark.parametrize('name', ['linear', 'mlp', 'mlp2'])
-def test_import_pytorch_model_outputs_and_gradients_agree_with_torch(name):
-    """torch.onnx.export (TorchScript exporter: onnxscript, which the dynamo one needs, is not installed)
-    of nn.Linear, an MLP with ReLU/Sigmoid/Tanh and a softmax head, and Flatten/LeakyReLU/LogSoftmax:
-    same outputs as torch, and mg.gradients of the imported graph equal torch's autograd (stored)."""
+def test_import_pytorch_model_outputs_and_gradients_agree_with_torch(name, exporter):
+    """torch.onnx.export by both exporters (TorchScript, and dynamo with opset 18) of nn.Linear, an MLP with
+    ReLU/Sigmoid/Tanh and a softmax head, and Flatten/LeakyReLU/LogSoftmax: same outputs as torch, and
+    mg.gradients of the imported graph equal torch's autograd (stored)."""
     ref = np.load(DATA / 'torch_reference.npz')
-    g = mg.import_onnx(DATA / f'torch_{name}.onnx')
+    path = DATA / f'torch_{name}{exporter}.onnx'
+    g = mg.import_onnx(path)
     x = ref[f'{name}/x']
     params = sorted(k.split('/')[-1] for k in ref.files if k.startswith(f'{name}/param/'))
     assert sorted(v.name for v in g.variables) == params          # initializers became Variables
@@ -556,8 +558,7 @@ def test_import_pytorch_model_outputs_and_gradients_agree_with_torch(name):
         np.testing.assert_allclose(gv, ref[f'{name}/grad_param/{v.name}'], rtol=1e-5, atol=1e-6, err_msg=v.name)
     prog = mg.compile(g.outputs[0], g.inputs)                       # and it compiles
     np.testing.assert_allclose(prog(x), ref[f'{name}/y'], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(run_ort(onnx.load(DATA / f'torch_{name}.onnx'), {'x': x})[0], ref[f'{name}/y'],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(onnx.load(path), {'x': x})[0], ref[f'{name}/y'], rtol=1e-5, atol=1e-6)
 
 
 def test_imported_pytorch_mlp_trains_further():
