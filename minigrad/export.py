@@ -27,7 +27,7 @@ from .compiler import ops as C
 from .compiler.program import Program
 from .core import Names, apply
 from .control import COND, WHILE, cond, while_loop
-from .errors import MinigradError
+from .errors import InputError, MinigradError
 from .graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT, VARIABLE,
                     PLACEHOLDER)
 from .trace import TracedFunction, trace
@@ -804,7 +804,13 @@ def import_onnx(f) -> Graph:
     array([3., 3.], dtype=float32)
     """
     onnx = _onnx()
-    model = f if isinstance(f, onnx.ModelProto) else onnx.load(f)
+    if isinstance(f, (bytes, bytearray)):     # the model's bytes (buf.getvalue()), not a path
+        try:
+            model = onnx.load_from_string(bytes(f))
+        except Exception as e:                # protobuf's DecodeError has no stable import path: re-raised clearly
+            raise InputError(f'mg.import_onnx: these {len(f)} bytes are not an ONNX model ({e})') from None
+    else:
+        model = f if isinstance(f, onnx.ModelProto) else onnx.load(f)
     g, env = Graph(model.graph.name), {}
     with g.as_default():
         for vi in model.graph.input:

@@ -343,6 +343,11 @@ class OpsMixin:
     def __eq__(self, o): return apply(P.equal, self, o)
     def __ne__(self, o): return P.not_equal(self, o)
     def __getitem__(self, idx): return P.getitem(self, idx=_index(idx))
+
+    def __setitem__(self, idx, value):
+        raise InputError(f'{type(self).__name__}s do not support item assignment (x[...] = v): it would change a '
+                         f'value other ops may have recorded. Build a new one instead, e.g. mg.where(mask, v, x) with a '
+                         f'boolean mask of the positions to replace')
     def __abs__(self): return abs(self)
 
     @property

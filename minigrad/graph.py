@@ -168,6 +168,9 @@ def _check_assign(var, value) -> Aval:
     if not shapes_compatible(value.shape, var.shape):
         raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but Variable "
                          f"'{var.name}' has shape {fmt_shape(var.shape)}")
+    if not np.can_cast(value.dtype, var.dtype, 'same_kind'):     # numpy's rule for writing into an array
+        raise ShapeError(f"assign: value '{value.name}' has dtype {value.dtype}, which cannot be stored in Variable "
+                         f"'{var.name}' of dtype {var.dtype}; cast it first (mg.cast(value, {var.dtype}))")
     return Aval(var.shape, var.dtype)
 
 

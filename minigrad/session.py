@@ -65,7 +65,7 @@ class Session:
             if f.graph is not self.graph:
                 raise FeedError(f"Session.run: fetch '{f.name}' belongs to another graph than this Session's. "
                                 f'Create the session with mg.Session(that_graph), or build the op in this graph.')
-        feeds = self._check_feeds(feed_dict or {})
+        feeds = self._check_feeds({} if feed_dict is None else feed_dict)
         with self._lock:
             values = self._execute(flat, feeds)
         return _unflatten(template, iter(values))
@@ -100,6 +100,9 @@ class Session:
         return out
 
     def _check_feeds(self, feed_dict) -> dict:
+        if not isinstance(feed_dict, dict):
+            raise FeedError(f'feed_dict must be a dict {{placeholder: value}}, got {type(feed_dict).__name__} '
+                            f'{feed_dict!r:.40}')
         feeds = {}
         for k, v in feed_dict.items():
             if not isinstance(k, Symbol):

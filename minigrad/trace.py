@@ -52,6 +52,8 @@ def _as_array(x) -> np.ndarray:
 
 
 def _arg_names(fn, n) -> list[str]:
+    if not callable(fn):
+        raise InputError(f'mg.trace: expected a function to trace, got {type(fn).__name__} {fn!r:.40}')
     try:        # a Module is named by its forward's parameters (not arg0)
         params = [p.name for p in inspect.signature(getattr(fn, 'forward', fn)).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -194,7 +196,8 @@ class TracedFunction:
 
     def __call__(self, *args):
         if len(args) != len(self.inputs):
-            raise TypeError(f'{self.__name__} was traced with {len(self.inputs)} inputs, got {len(args)}')
+            raise InputError(f'{self.__name__} was traced with {len(self.inputs)} inputs, got {len(args)}; call it '
+                             f'with as many arguments as the example inputs (trace again for another signature)')
         if any(isinstance(_value(a), Symbol) for a in args):
             values = _inline(self.graph, self.inputs, self.outputs, self.params, args)
             return _unflatten(self._template, iter(values))

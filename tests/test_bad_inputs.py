@@ -277,6 +277,47 @@ case('backward', 'a wrong-shape .grad assigned before backward', (BackwardError,
     lambda: _backward_onto(mg.tensor([1.0, 2.0, 3.0])))
 case('backward', 'an array as .grad', (BackwardError, 'has a .grad of'))(lambda: _backward_onto(np.ones(2)))
 
+# ------------------------------------------------------------------ feeds, Session, trace, jit (issue 34)
+def _graph_y():
+    g, x, y = _graph()
+    with g.as_default():
+        out = x * 2.0
+    return g, x, out
+
+
+def _mutating_pass(graph):
+    graph.nodes.pop()
+    return graph
+
+
+def _assign_float_into_int():
+    with mg.Graph().as_default():
+        return mg.Variable(np.array([1, 2])).assign(np.array([2.5, 1.0]))
+
+
+def _set_item():
+    t = mg.tensor([1.0, 2.0])
+    t[0] = 5
+
+
+for what, call, err, frag in [
+        ('Session.run(feed_dict=3)', lambda: (lambda g, x, y: mg.Session(g).run(y, 3))(*_graph_y()), FeedError,
+         'feed_dict must be a dict'),
+        ('Session.run(feed_dict=[(x, v)])', lambda: (lambda g, x, y: mg.Session(g).run(y, [(x, np.ones(3))]))(
+            *_graph_y()), FeedError, 'feed_dict must be a dict'),
+        ('trace(3, ...)', lambda: mg.trace(3, np.ones(3)), InputError, 'expected a function'),
+        ('a traced function called with two arguments', lambda: mg.trace(lambda a: a * 2, np.ones(3))(
+            np.ones(3), np.ones(3)), InputError, 'traced with 1 inputs, got 2'),
+        ('jit called with datetimes', lambda: mg.jit(lambda a: a * 2)(np.array(['2020-01-01'], 'datetime64[s]')),
+         InputError, 'dtype'),
+        ('jit called with strings', lambda: mg.jit(lambda a: a * 2)(np.array(['a', 'b'])), InputError, 'dtype'),
+        ('assign a float into an int Variable', _assign_float_into_int, ShapeError, 'cannot be stored'),
+        ('t[0] = 5', _set_item, InputError, 'mg.where'),
+        ('a pass that edits its input graph', lambda: (lambda g, x, y: mg.compile(y, [x], passes=[_mutating_pass]))(
+            *_graph_y()), GraphError, 'changed the graph it was given'),
+        ("import_onnx(b'garbage')", lambda: mg.import_onnx(b'garbage'), InputError, 'not an ONNX model')]:
+    case('feeds, trace, jit', what, (err, frag))(call)
+
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):
     g, x, y = _graph()

@@ -54,7 +54,11 @@ def run_pipeline(g: Graph, passes) -> tuple[Graph, list, dict, dict]:
     """Run the passes: (final graph, history [(name, graph)], node counts, declines per pass)."""
     history, counts, declined = [('input', g)], {'input': len(g.nodes)}, {}
     for name, p in resolve(passes):
+        before = (list(g.nodes), list(g.outputs))
         new = p(g)
+        if (list(g.nodes), list(g.outputs)) != before:
+            raise GraphError(f'compile: pass {name!r} changed the graph it was given; a pass builds a new graph '
+                             f'(rebuild(graph, rewrite)) and never edits its input')
         if not isinstance(new, Graph):
             raise GraphError(f'compile: pass {name!r} returned {type(new).__name__}, not a Graph')
         if new is not g:                # a pass that changed nothing returns its input
