@@ -95,6 +95,24 @@ class Primitive:
     def __repr__(self):
         return f'<{self.kind} {self.name}>'
 
+    def __reduce__(self):               # a record is its name: pickle and deepcopy find the registered one
+        return op_named, (self.name,)
+
+
+def refuse_pickle(what: str, instead: str):
+    """A __reduce_ex__ for objects that hold compiled code, locks or user functions: a clear error instead."""
+    def __reduce_ex__(self, protocol):
+        raise InputError(f'{what} cannot be pickled or deep-copied: {instead}')
+    return __reduce_ex__
+
+
+def op_named(name: str) -> Primitive:
+    """The registered record called `name` (what unpickling a graph looks up)."""
+    if name not in OPS:
+        raise MinigradError(f'no op {name!r} is registered here: register it (mg.register_primitive) before '
+                            f'loading a graph that uses it')
+    return OPS[name]
+
 
 OPS: dict[str, Primitive] = {}          # every record, by name: primitives, node kinds, compiler ops
 PRIMITIVES: dict[str, Primitive] = {}   # the primitives alone (what has its own derivative rules)

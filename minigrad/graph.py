@@ -146,6 +146,9 @@ class Variable(Symbol):
             return object.__new__(cls)
         return Variable_(*args, **kwargs)   # mg.Variable(initial_value, name=None, dtype=None)
 
+    def __getnewargs_ex__(self):            # unpickling makes the Symbol, not a new variable node
+        return (), {'_node': True}
+
     def __init__(self, *args, _node=None, **kwargs):
         if _node is not None:
             Symbol.__init__(self, _node, *args)

@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import fmt_shape, describe, hooks, value_array
+from .core import fmt_shape, describe, hooks, value_array, refuse_pickle
 from .errors import FeedError, GraphError, InputError
 from .graph import Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error
@@ -29,6 +29,9 @@ class Session:
     """
 
     CACHE_SIZE = 32
+
+    __reduce_ex__ = refuse_pickle('a Session', 'pickle its graph (session.graph: a Graph pickles) and open a '
+                                       'new Session on the loaded one')
 
     def __init__(self, graph: Graph | None = None, backend: str | None = None):
         if graph is not None and not isinstance(graph, Graph):

@@ -169,6 +169,12 @@ class Tensor(OpsMixin):
     (300.0, 20.0, 15.0)
     """
     __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '_version', '__weakref__')
+
+    def __reduce_ex__(self, protocol):   # as PyTorch: only leaves copy; a non-leaf would drag its graph along
+        if self.grad_fn is not None:
+            raise InputError(f'{describe(self)} was made by an op (a non-leaf) and cannot be pickled or deep-copied '
+                             f'with its graph; copy t.detach() (a leaf) instead')
+        return super().__reduce_ex__(protocol)
     __array_ufunc__ = None          # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
     __hash__ = object.__hash__      # == is elementwise, hashing is by identity (as in PyTorch)
 

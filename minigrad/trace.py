@@ -187,6 +187,9 @@ class TracedFunction:
     every call), ``symbolic``.
     """
 
+    __reduce_ex__ = core.refuse_pickle('a traced function', 'pickle its graph (f.graph: a Graph pickles), or '
+                                       'export it with mg.export_onnx')
+
     def __init__(self, fn, graph, inputs, outputs, template, params, symbolic):
         self.fn, self.graph, self.inputs, self.outputs = fn, graph, inputs, outputs
         self._template, self.params, self.symbolic = template, params, symbolic
@@ -552,6 +555,9 @@ class JitFunction:
     (3, 1)
     """
     CACHE_SIZE = 64
+
+    __reduce_ex__ = core.refuse_pickle('a jit function', 'it holds your function and its compiled entries; '
+                                       'pickle the function itself and call mg.jit on it again')
 
     def __init__(self, fn, cache_size=CACHE_SIZE, backend=None):
         if not isinstance(cache_size, int) or cache_size < 1:

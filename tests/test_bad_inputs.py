@@ -5,6 +5,8 @@ A Hypothesis fuzz test then feeds malformed values to the main public functions.
 from __future__ import annotations
 
 import collections
+import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -317,6 +319,31 @@ for what, call, err, frag in [
             *_graph_y()), GraphError, 'changed the graph it was given'),
         ("import_onnx(b'garbage')", lambda: mg.import_onnx(b'garbage'), InputError, 'not an ONNX model')]:
     case('feeds, trace, jit', what, (err, frag))(call)
+
+# ------------------------------------------------------------------ pickling and copying (issue 34)
+def _pickled(obj):
+    return pickle.loads(pickle.dumps(obj))
+
+
+def _prog_and_friends():
+    g, x, y = _graph_y()
+    return {'Program': mg.compile(y, [x], backend='numpy'), 'Session': mg.Session(g),
+            'traced function': mg.trace(lambda a: a * 2, np.ones(3)), 'jit function': mg.jit(lambda a: a * 2)}
+
+
+for what in ('Program', 'Session', 'traced function', 'jit function'):
+    for how, copier in (('pickle', _pickled), ('deepcopy', copy.deepcopy)):
+        case('pickling', f'{how} of a {what}', (InputError, 'cannot be pickled or deep-copied'))(
+            lambda what=what, copier=copier: copier(_prog_and_friends()[what]))
+for how, copier in (('pickle', _pickled), ('deepcopy', copy.deepcopy)):
+    case('pickling', f'{how} of a non-leaf tensor', (InputError, 'detach()'))(
+        lambda copier=copier: copier(mg.tensor([1.0], requires_grad=True) * 2))
+    case('pickling', f'{how} of a leaf tensor round-trips', ('value', lambda r: r.numpy().tolist() == [1.0]))(
+        lambda copier=copier: copier(mg.tensor([1.0], requires_grad=True)))
+    case('pickling', f'{how} of a Graph round-trips and runs', ('value', lambda r: r.tolist() == [2.0, 2.0, 2.0]))(
+        lambda copier=copier: (lambda h: mg.Session(h).run(h.nodes[-1].outputs[0], {
+            next(n.outputs[0] for n in h.nodes if n.op == 'placeholder' and n.outputs[0].name == 'x'): np.ones(3)}))(
+            copier(_graph_y()[0])))
 
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ..core import fmt_shape, hooks, value_array
+from ..core import fmt_shape, hooks, refuse_pickle, value_array
 from ..errors import FeedError, MinigradError, ShapeError
 from ..graph import shapes_compatible
 from .codegen import generate
@@ -32,6 +32,10 @@ class Program:
     ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead.
     Calls from several threads take turns (the program's buffers are its own, one set).
     """
+
+    __reduce_ex__ = refuse_pickle('a compiled Program', 'it holds generated code and kernels: pickle '
+                                       'program.graph (a Graph pickles) or export it (mg.export_onnx), and compile '
+                                       'again')
 
     def __init__(self, graph, history, inputs, outputs, single, variables, stats, backend='numpy'):
         self.graph, self.history, self.inputs, self.outputs = graph, history, inputs, outputs
