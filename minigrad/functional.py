@@ -163,6 +163,7 @@ def max(x, axis=None, keepdims=False):
 
 
 def min(x, axis=None, keepdims=False):
+    _axes(*_lift(x), axis, 'min')            # checked before -x is built: a bad axis leaves no node
     return negative(max(negative(x), axis, keepdims))
 
 

@@ -558,10 +558,13 @@ def graph_apply(prim: Primitive, args, params):
     cur = get_default_graph()
     if cur is not g and g.is_ancestor_of(cur):
         g = cur                     # inside a cond/while body: the op belongs there, outer values get captured
+    n, names_before = len(g.nodes), dict(g._names.last)
     inputs = [g.lift(a, like=syms) for a in args]
     try:
         avals = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in inputs], **params)
     except MinigradError as e:
+        del g.nodes[n:]                     # the constants lifted for this op go too: the graph is as it was
+        g._names.last = names_before
         names = ', '.join(f"'{s.name}' {fmt_shape(s.shape)}" for s in inputs)
         raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
     multiple = prim.multiple_results

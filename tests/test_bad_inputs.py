@@ -345,6 +345,29 @@ for how, copier in (('pickle', _pickled), ('deepcopy', copy.deepcopy)):
             next(n.outputs[0] for n in h.nodes if n.op == 'placeholder' and n.outputs[0].name == 'x'): np.ones(3)}))(
             copier(_graph_y()[0])))
 
+# ------------------------------------------------------------------ atomicity (issue 34)
+def _leaves_graph_as_it_was(build):
+    """Run `build` (which must fail) in a graph; the graph prints the same before and after."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        a = mg.abs(x)                                   # a finished call: its nodes belong to the graph
+        before = str(g), len(g.nodes)
+        try:
+            build(x, a)
+        finally:
+            assert (str(g), len(g.nodes)) == before, 'the failed call left nodes in the graph'
+
+
+for what, build in [('mg.min(x, axis=3)', lambda x, a: mg.min(x, axis=3)),
+                    ('x + [1, 2]', lambda x, a: x + [1, 2]),
+                    ('mg.abs(x) + a bad shape', lambda x, a: a + np.ones(4)),
+                    ('mg.softmax(x, axis=5)', lambda x, a: mg.softmax(x, axis=5)),
+                    ('x @ a bad shape', lambda x, a: x @ np.ones((4, 2))),
+                    ('x - a bad shape', lambda x, a: x - np.ones(4))]:
+    case('atomicity', f'{what} leaves the graph as it was', (ShapeError, ''))(
+        lambda build=build: _leaves_graph_as_it_was(build))
+
 # ------------------------------------------------------------------ feeds and Session
 def _session_run(feeds_of, fetch_of=lambda x, y: x * 2.0):
     g, x, y = _graph()

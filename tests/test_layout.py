@@ -33,8 +33,8 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
 # The issue's budget is 1,600 (teaching core) and 4,500 (package); these ceilings are today's sizes, so
 # the code can only shrink towards it (see the README's layout section).
 # Issue 34 (argument checks: core.check_int/shape/dtype/flag/name and their use, axes, control flow, nn and
-# optim, backward, feeds/trace/jit/assign/passes/import_onnx, pickling by op name or a clear refusal) +122
-# core, +174 package;
+# optim, backward, feeds/trace/jit/assign/passes/import_onnx, pickling by op name or a clear refusal, a failed
+# graph op rolls back) +126 core, +178 package;
 # issue 32 (memory plan count) +1; issue 31 (state half): +29 core (where's cast, grad_ys check, the check
 # node kind), +63 package (also the optimizer settings, in-place assign readers, strided size-1 kernel inputs).
 # issue 31 (composition): +236 core / +284 package for the 'call' node, cond/while JVP rules, jit guards
@@ -43,7 +43,7 @@ CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'i
 # issue 35 (ONNX export correctness, dynamic axes, import of PyTorch models, check exports as Identity)
 # raised the package ceiling
 # issue 30: +45 for check_notebook.py (python -m minigrad.check_notebook, the learner's check command)
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 3018, 7681, 60
+CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 3022, 7685, 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 
