@@ -651,3 +651,25 @@ def test_site_says_what_it_needs_when_the_package_index_is_unreachable(site, chr
         page.close()
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.slow
+def test_needs_guard_runs_the_cell_where_onnx_is_installed(tmp_path):
+    """%%needs onnx runs lesson 11's cells unchanged where onnx is there (drawings and last values shown)."""
+    pytest.importorskip('onnx')
+    nbformat = pytest.importorskip('nbformat')
+    nbclient = pytest.importorskip('nbclient')
+    name = 'notebooks/11_deployment.ipynb'
+    dest = tmp_path / name
+    dev.lite_notebook(ROOT / name, dest, 'http://index.invalid/', dev.LITE_READ_ONLY[name])
+    (tmp_path / 'tests').symlink_to(ROOT / 'tests')          # lesson 11 reads ../tests/data
+    (tmp_path / 'block').mkdir()
+    (tmp_path / 'block' / 'piplite.py').write_text('async def install(requirements):\n    pass\n')
+    env = {k: v for k, v in os.environ.items() if k != 'MINIGRAD_BACKEND'}
+    env['PYTHONPATH'] = os.pathsep.join([str(tmp_path / 'block'), str(ROOT)])
+    nb = nbformat.read(dest, as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name='python3', record_timing=False,
+                            resources={'metadata': {'path': str(dest.parent)}}).execute(env=env)
+    text = json.dumps([c.outputs for c in nb.cells if c.cell_type == 'code'])
+    assert 'skipped: this cell needs' not in text
+    assert 'round trip equal: True' in text and 'image/svg+xml' in text
