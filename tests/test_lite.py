@@ -673,3 +673,23 @@ def test_needs_guard_runs_the_cell_where_onnx_is_installed(tmp_path):
     text = json.dumps([c.outputs for c in nb.cells if c.cell_type == 'code'])
     assert 'skipped: this cell needs' not in text
     assert 'round trip equal: True' in text and 'image/svg+xml' in text
+
+
+def test_setup_cell_says_so_when_numpy_cannot_load(monkeypatch):
+    """The kernel started but piplite cannot fetch numpy from the Pyodide package index: the first cell says
+    where it looked and where else the course runs, instead of a bare traceback from piplite."""
+    import ast
+    import asyncio
+    import types
+
+    async def install(requirements, **kwargs):
+        raise ValueError("Can't fetch metadata for 'numpy'")      # what piplite/micropip raises offline
+    monkeypatch.setitem(sys.modules, 'piplite', types.SimpleNamespace(install=install))
+    index = 'https://index.invalid/pyodide/'
+    cell = dev.LITE_SETUP_CELL.format(index=index, binder=dev.BINDER_URL)
+    code = compile(cell, 'setup-cell', 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    with pytest.raises(RuntimeError) as e:
+        asyncio.run(eval(code, {}))
+    assert f'numpy could not be loaded from the Pyodide package index ({index})' in str(e.value)
+    assert 'python3 dev.py lab' in str(e.value) and dev.BINDER_URL in str(e.value)
+    assert "Can't fetch metadata" in str(e.value.__cause__)
