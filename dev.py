@@ -23,9 +23,9 @@ import glob
 import base64
 import hashlib
 import html
-import re
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
