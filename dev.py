@@ -5,7 +5,7 @@
     python3 dev.py test [pytest args]       set up .venv and .venv-test, run all tests
     python3 dev.py bench [args]             run the benchmarks (python -m minigrad.bench, in .venv-test)
     python3 dev.py exercises [args]         regenerate exercises/ from solutions/
-    python3 dev.py lite [--pyodide-index URL]  build the JupyterLite site (lessons 00-04) into build/lite/
+    python3 dev.py lite [--pyodide-index URL]  build the JupyterLite site (the whole course) into build/lite/
 
 Two environments (created with `python3 -m venv`), nothing registered globally:
   .venv       the learner's: requirements.txt + minigrad (editable), nothing else, so
@@ -22,8 +22,10 @@ from __future__ import annotations
 import glob
 import base64
 import hashlib
+import html
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -402,20 +404,59 @@ def cmd_exercises(args: list[str]) -> None:
 LITE_SRC = ROOT / "lite"                      # committed config: package.json (+lock), wheels.txt, jupyter-lite*.json
 LITE_OUT = ROOT / "build" / "lite"            # the static site
 LITE_CACHE = ROOT / "build" / "lite-cache"    # npm packages, wheels, the staged lite_dir, jupyterlite's cache
-LITE_LESSONS = ["notebooks/0[0-4]_*.ipynb", "exercises/0[1-4]_*.ipynb"]
+LITE_LESSONS = ["notebooks/*.ipynb", "exercises/*.ipynb"]   # the whole course (issue 38)
 LITE_KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
 # The Pyodide package index the site loads numpy, matplotlib, ... from at run time (the core is served with
 # the site); {version} is the pin in lite/package.json.
 PYODIDE_INDEX = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 VIZJS_WHEEL_NAME = "minigrad_vizjs"           # minigrad.viz.vizjs.PACKAGE
-# The first cell of every notebook in the site (the repository's notebooks stay as they are).
+BINDER_URL = ("https://mybinder.org/v2/gh/minigrad-course/minigrad/HEAD"
+              "?urlpath=lab/tree/notebooks/00_start_here.ipynb")
+# What the site needs, said without a kernel: the first (markdown) cell of every site notebook and a line on
+# the landing page. When the package index is unreachable the kernel never starts and no cell can speak.
+LITE_NEEDS = ("This copy of the course runs in your browser (JupyterLite): its Python kernel, Pyodide, loads "
+              "numpy and matplotlib from the Pyodide package index ({index}). If the kernel status stays "
+              "\u201cUnknown\u201d or the first cell stays `[*]`, that index cannot be reached (offline, or a "
+              "proxy blocks it) and no cell will run: run the course locally (`python3 dev.py lab`, see the "
+              "README) or [on Binder]({binder}) instead.")
+LITE_NOTE_ID = "minigrad-lite-note"
+LITE_SETUP_ID = "minigrad-lite-setup"
+# The first code cell of every notebook in the site (the repository's notebooks stay as they are).
 LITE_SETUP_CELL = """\
 # The course in the browser (JupyterLite): install minigrad and its helpers from this site, then start the
 # in-browser Graphviz (viz.js) that draws the graphs. Run this cell first.
 import piplite
-await piplite.install(["minigrad-course", "minigrad-vizjs", "graphviz", "ipywidgets", "matplotlib"])
+try:
+    await piplite.install(["minigrad-course", "minigrad-vizjs", "graphviz", "ipywidgets", "matplotlib"])
+    import numpy
+except Exception as e:   # numpy comes from the Pyodide package index: say where, then stop the notebook
+    raise RuntimeError("numpy could not be loaded from the Pyodide package index ({index}), so minigrad cannot "
+                       "run here: run the course locally (python3 dev.py lab) or on Binder ({binder})") from e
 import minigrad
-await minigrad.viz.load_renderer()"""
+loading = minigrad.viz.load_renderer()   # in Pyodide: a promise (viz.js starting); None where `dot` draws
+if loading is not None:
+    await loading"""
+# Notebooks that need packages Pyodide does not have (onnx, onnxruntime): in the site they are read from their
+# stored outputs. Their setup cell adds the cell magic %%needs, and every other code cell starts with it.
+LITE_READ_ONLY = {"notebooks/11_deployment.ipynb": "onnx",
+                  "exercises/11_deployment_exercises.ipynb": "onnx"}
+LITE_READ_ONLY_NOTE = ("**In the browser this notebook is read, not run:** it needs {needs} (lesson 11 also "
+                       "onnxruntime), which Pyodide does not have. Every code cell starts with `%%needs {needs}`: "
+                       "here it prints one line saying so, and the output stored below it shows what it computes "
+                       "(the exercises have none to show). Run it locally or on Binder to run it.")
+LITE_NEEDS_MAGIC = """
+# %%needs PACKAGE ...: run the cell only where every PACKAGE is installed (onnx is not a Pyodide package)
+import importlib.util
+from IPython.core.magic import register_cell_magic
+@register_cell_magic
+def needs(line, cell):
+    missing = [m for m in line.split() if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"skipped: this cell needs {', '.join(missing)}, which the browser does not have; "
+              "the output stored with the notebook shows what it computes")
+    else:
+        get_ipython().run_cell(cell)
+del needs"""
 
 
 def lite_pins() -> dict:
@@ -486,15 +527,40 @@ def make_vizjs_wheel(viz_js: Path, version: str, dest: Path) -> Path:
     return out
 
 
-def lite_notebook(src: Path, dest: Path) -> None:
-    """Copy a notebook, with the site's setup cell first."""
+def lite_notebook(src: Path, dest: Path, index: str, needs: str | None = None) -> None:
+    """Copy a notebook for the site: first a markdown note on what the site needs (readable without a kernel),
+    then the setup cell; `needs`: packages Pyodide lacks, whose code cells the copy guards with %%needs."""
     nb = json.loads(src.read_text(encoding="utf-8"))
-    cell = {"cell_type": "code", "execution_count": None, "id": "minigrad-lite-setup",
-            "metadata": {"tags": ["minigrad-lite-setup"]}, "outputs": [],
-            "source": LITE_SETUP_CELL.splitlines(keepends=True)}
-    nb["cells"] = [cell] + [c for c in nb["cells"] if c.get("id") != cell["id"]]
+    note = LITE_NEEDS.format(index=index, binder=BINDER_URL)
+    setup = LITE_SETUP_CELL.format(index=index, binder=BINDER_URL)
+    if needs:
+        note += "\n\n" + LITE_READ_ONLY_NOTE.format(needs=needs)
+        setup += LITE_NEEDS_MAGIC
+        for c in nb["cells"]:
+            if c["cell_type"] == "code":
+                c["source"] = [f"%%needs {needs}\n", *c["source"]]
+    cells = [{"cell_type": "markdown", "id": LITE_NOTE_ID, "metadata": {"tags": [LITE_NOTE_ID]},
+              "source": note.splitlines(keepends=True)},
+             {"cell_type": "code", "execution_count": None, "id": LITE_SETUP_ID,
+              "metadata": {"tags": [LITE_SETUP_ID]}, "outputs": [], "source": setup.splitlines(keepends=True)}]
+    ids = {c["id"] for c in cells}
+    nb["cells"] = cells + [c for c in nb["cells"] if c.get("id") not in ids]
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def lite_landing(out: Path, index: str) -> None:
+    """One line on the site's landing pages (index.html, which forwards to lab/index.html, and the lab page
+    while it loads): what the site needs. Static HTML: it shows when nothing else in the site can run."""
+    needs = LITE_NEEDS.format(index=index, binder=BINDER_URL).split(": run the course")[0].replace("`", "")
+    line = (f'<p id="{LITE_NOTE_ID}">{html.escape(needs)}: run the course locally (<code>python3 dev.py lab'
+            f'</code>) or <a href="{html.escape(BINDER_URL)}">on Binder</a>.</p>')
+    for page in (out / "index.html", out / "lab" / "index.html"):
+        text = page.read_text(encoding="utf-8")
+        body = re.search(r"<body[^>]*>", text)
+        text = (text[:body.end()] + "\n" + line + text[body.end():] if body
+                else text.replace("</html>", f"<body>{line}</body>\n</html>", 1))
+        page.write_text(text, encoding="utf-8")
 
 
 def cmd_lite(args: list[str]) -> None:
@@ -537,7 +603,8 @@ def build_lite(py, index: str | None = None, out: Path = LITE_OUT) -> Path:
     contents = stage / "contents"
     lessons = sorted(p for pattern in LITE_LESSONS for p in ROOT.glob(pattern))
     for nb in lessons:
-        lite_notebook(nb, contents / nb.relative_to(ROOT))
+        name = nb.relative_to(ROOT).as_posix()
+        lite_notebook(nb, contents / name, index, LITE_READ_ONLY.get(name))
     lite_json = json.loads((LITE_SRC / "jupyter-lite.json").read_text())
     kernel = lite_json["jupyter-config-data"]["litePluginSettings"][LITE_KERNEL_PLUGIN]
     kernel.setdefault("loadPyodideOptions", {})["packageBaseUrl"] = index
@@ -561,6 +628,7 @@ def build_lite(py, index: str | None = None, out: Path = LITE_OUT) -> Path:
     say(f"building the JupyterLite site into {rel(out)} ({len(lessons)} notebooks, Pyodide {pins['pyodide']}, "
         f"packages from {index})")
     run([py, "-m", "jupyter", "lite", "build", "--lite-dir", stage], env=env, cwd=stage)
+    lite_landing(out, index)
     say(f"done: {rel(out)}. Serve it with  python3 -m http.server -d {rel(out)} 8000  and open "
         "http://127.0.0.1:8000/lab/index.html?path=notebooks/00_start_here.ipynb")
     return out
