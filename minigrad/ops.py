@@ -336,7 +336,7 @@ def _minus_one(dt, op):
     if dt.kind == 'b':
         raise ShapeError(f'{op}: numpy cannot negate bool values; use mg.equal(x, False) for not, or '
                          f'.astype(mg.int64) first')
-    return -1 if dt.kind in 'if' else np.array(-1).astype(dt)
+    return np.array(-1).astype(dt)      # typed: numpy 1.x would widen a 0-d float32 times a Python -1
 
 
 def neg(x):
@@ -361,10 +361,8 @@ def flip(x):
     dt = aval_of(x).dtype
     if dt.kind == 'b':
         return equal(x, False)
-    if dt.kind == 'f':
-        return mul(x, -1)
-    m1 = np.array(-1).astype(dt)
-    return add(mul(x, m1), m1)
+    m1 = _minus_one(dt, 'flip')
+    return mul(x, m1) if dt.kind == 'f' else add(mul(x, m1), m1)
 
 
 def greater(x, y):
