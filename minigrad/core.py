@@ -384,6 +384,14 @@ def weak_dtype(value, dtypes, what='value') -> np.dtype:
     return dt
 
 
+def check_weak_ints(op: str, vals):
+    """An InputError for a Python int out of the range of the arrays' dtype (numpy 1.x would widen it)."""
+    strong = [v.dtype for v in vals if isinstance(v, np.ndarray)]
+    for v in vals:
+        if type(v) is int and strong:
+            weak_dtype(v, strong, op)
+
+
 def result_dtype(ufunc, op: str, *xs) -> np.dtype:
     """The dtype numpy 2 gives ``ufunc(*xs)`` (Python scalars weak, NEP 50), or an error naming ``op``.
 

@@ -134,6 +134,7 @@ def is_grad_enabled() -> bool:
 
 
 _NUMBER = {float, int, np.float32, np.float64}
+_VALUE_BASED = np.lib.NumpyVersion(np.__version__) < '2.0.0'   # numpy 1.x promotes Python ints by value
 _PLAIN = _NUMBER | {np.ndarray, bool}
 
 
@@ -408,6 +409,8 @@ def _to_array(data, dtype=None) -> np.ndarray:
 def eager_apply(prim, args, params):
     """Compute prim on the arrays now; record a TapeNode if some input requires grad."""
     vals, parents = _unpack(args)       # the arrays, and the edges the TapeNode would get
+    if _VALUE_BASED:                    # numpy 1.x widens uint8 + 300 to uint16: refuse it as numpy 2 does
+        core.check_weak_ints(prim.name, vals)
     try:
         out = prim.impl(*vals, **params)
     except MinigradError:
