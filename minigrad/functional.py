@@ -93,12 +93,13 @@ def maximum(x, y):
 
 
 def minimum(x, y):
-    """Elementwise min, composed as -max(-x, -y)."""
+    """Elementwise min, composed as flip(max(flip(x), flip(y))): -max(-x, -y) for floats, ~max(~x, ~y)
+    for integers, in numpy's result dtype. >>> mg.minimum(mg.tensor([1, 5]), 3).tolist() -> [1, 3]"""
     x, y = _lift(x, y)
     broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)     # errors name minimum, not maximum
     dt = result_dtype(np.minimum, 'minimum', x, y)
-    x, y = (np.asarray(v, dt) if isinstance(v, (bool, int, float)) else v if aval_of(v).dtype == dt
-            else P.cast(v, dtype=dt) for v in (x, y))      # flip works in one dtype
+    x, y = (np.asarray(v, dt) if isinstance(v, (bool, int, float)) else v if aval_of(v).dtype == dt or
+            aval_of(v).dtype.kind == dt.kind == 'f' else P.cast(v, dtype=dt) for v in (x, y))  # flip keeps dtypes
     return P.flip(P.maximum(P.flip(x), P.flip(y)))
 
 

@@ -12,7 +12,8 @@ minigrad/compiler/ops.py. The primitives (27):
 * matmul concatenate;  shape-polymorphic adjoints for unknown shapes: sum_to_like broadcast_like
   reshape_like (what undoes broadcasting, reductions and reshapes when sizes are only known at run time)
 
-Negation, ``>``, ``<=``, ``>=`` and ``!=`` are composites below (the rules use them).
+Negation, subtraction (in numpy 2's result dtype, NEP 50), ``>``, ``<=``, ``>=``, ``!=`` and ``flip`` (what
+min is made of) are composites below (the rules use them).
 
 This is the only file with differentiation rules. VJPs are written with the
 primitives themselves, so one rule computes numbers during a plain backward
