@@ -363,6 +363,7 @@ def elementwise_rule(*avals, _op='elementwise', _ufunc=None, **params) -> Aval:
 
 
 _PYTHON_SCALARS = (bool, int, float)
+NEP50 = np.lib.NumpyVersion(np.__version__) >= '2.0.0'     # numpy 1.x promotes Python scalars by value
 
 
 def weak_dtype(value, dtypes, what='value') -> np.dtype:

@@ -98,7 +98,8 @@ def minimum(x, y):
     x, y = _lift(x, y)
     broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)     # errors name minimum, not maximum
     dt = result_dtype(np.minimum, 'minimum', x, y)
-    x, y = (np.asarray(v, dt) if isinstance(v, (bool, int, float)) else v if aval_of(v).dtype == dt or
+    x, y = ((float(v) if dt.kind == 'f' else np.asarray(v, dt)) if isinstance(v, (bool, int, float)) else
+            v if aval_of(v).dtype == dt or
             aval_of(v).dtype.kind == dt.kind == 'f' else P.cast(v, dtype=dt) for v in (x, y))  # flip keeps dtypes
     return P.flip(P.maximum(P.flip(x), P.flip(y)))
 

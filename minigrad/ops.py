@@ -32,7 +32,7 @@ import operator
 
 import numpy as np
 
-from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, check_dtype, result_dtype,
+from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, check_dtype, result_dtype, NEP50,
                    aval_of, bool_, normalize_axes, hooks, register_primitive)
 from .errors import InputError, ShapeError
 
@@ -337,6 +337,8 @@ def _minus_one(dt, op):
     if dt.kind == 'b':
         raise ShapeError(f'{op}: numpy cannot negate bool values; use mg.equal(x, False) for not, or '
                          f'.astype(mg.int64) first')
+    if NEP50 and dt.kind in 'if':       # a Python -1 keeps x's dtype (and prints as -1 on tapes and graphs)
+        return -1
     return np.array(-1).astype(dt)      # typed: numpy 1.x would widen a 0-d float32 times a Python -1
 
 
@@ -359,6 +361,8 @@ def sub(x, y):
 def flip(x):
     """An order-reversing bijection in x's dtype: -x for floats, ~x = -1 - x for integers (no overflow:
     -(-128) would stay -128 in int8), not x for bools. min(x) is flip(max(flip(x)))."""
+    if type(x) is float:            # a Python float stays one (weak: it keeps the other operand's dtype)
+        return -x
     dt = aval_of(x).dtype
     if dt.kind == 'b':
         return equal(x, False)

@@ -134,7 +134,7 @@ def is_grad_enabled() -> bool:
 
 
 _NUMBER = {float, int, np.float32, np.float64}
-_VALUE_BASED = np.lib.NumpyVersion(np.__version__) < '2.0.0'   # numpy 1.x promotes Python ints by value
+_VALUE_BASED = not core.NEP50       # numpy 1.x promotes Python ints by value
 _PLAIN = _NUMBER | {np.ndarray, bool}
 
 
