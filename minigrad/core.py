@@ -380,19 +380,66 @@ def elementwise_rule(*avals, _op='elementwise', _ufunc=None, **params) -> Aval:
                          f'convert the inputs with .astype(...) first') from None
 
 
+_PYTHON_SCALARS = (bool, int, float)
+NEP50 = np.lib.NumpyVersion(np.__version__) >= '2.0.0'     # numpy 1.x promotes Python scalars by value
+
+
+def weak_dtype(value, dtypes, what='value') -> np.dtype:
+    """The dtype a Python scalar takes beside values of ``dtypes`` (numpy 2's NEP 50, whatever numpy runs):
+    an int adapts to the integers and floats there, a float to the floats, else int64 / float64; an
+    int out of that dtype's range is an InputError (numpy 2 refuses it too).
+
+    >>> weak_dtype(1, [np.dtype(np.uint8)]), weak_dtype(1.5, [np.dtype(np.int8)])
+    (dtype('uint8'), dtype('float64'))
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    kinds, default = ('iuf', int64) if isinstance(value, int) else ('f', float64)
+    near = [d for d in dtypes if d.kind in kinds]
+    dt = np.result_type(*near) if near else default
+    if isinstance(value, int) and dt.kind in 'iu' and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+        raise InputError(f'{what}: the Python int {value} is out of range for {dt} (numpy 2 refuses it too); '
+                         f'use a wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
+    return dt
+
+
+def check_weak_ints(op: str, vals):
+    """An InputError for a Python int out of the range of the arrays' dtype (numpy 1.x would widen it)."""
+    strong = [v.dtype for v in vals if isinstance(v, np.ndarray)]
+    for v in vals:
+        if type(v) is int and strong:
+            weak_dtype(v, strong, op)
+
+
+def result_dtype(ufunc, op: str, *xs) -> np.dtype:
+    """The dtype numpy 2 gives ``ufunc(*xs)`` (Python scalars weak, NEP 50), or an error naming ``op``.
+
+    >>> result_dtype(np.subtract, 'subtract', np.zeros(2, np.int8), np.zeros(2, np.uint8))
+    dtype('int16')
+    """
+    strong = [aval_of(x).dtype for x in xs if not isinstance(x, _PYTHON_SCALARS)]
+    avals = [Aval((), weak_dtype(x, strong, op)) if isinstance(x, _PYTHON_SCALARS) else Aval((), aval_of(x).dtype)
+             for x in xs]
+    return elementwise_rule(*avals, _op=op, _ufunc=ufunc).dtype
+
+
 def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
     """Turn a numpy failure into a readable error, using the primitive's own shape rule.
 
     Errors that are not about shapes/values (e.g. a learner's NotImplementedError) pass through."""
-    if not isinstance(exc, (ValueError, IndexError, TypeError)):
+    if not isinstance(exc, (ValueError, IndexError, TypeError, OverflowError)):
         return exc
     try:
         prim.shape_rule(*[aval_of(a) for a in args], **params)
     except MinigradError as e:
         return e
-    except (ValueError, IndexError, TypeError) as e:      # the rule cannot judge these inputs either: say both
-        exc = f'{type(exc).__name__}: {exc} (and its shape rule: {type(e).__name__}: {e})'
+    except (ValueError, IndexError, TypeError, OverflowError) as e:   # the rule cannot judge them either: say both
+        exc = exc if isinstance(exc, OverflowError) else \
+            f'{type(exc).__name__}: {exc} (and its shape rule: {type(e).__name__}: {e})'
     what = ', '.join(describe(a) for a in args)
+    if isinstance(exc, OverflowError):      # a Python int too big for the dtype (numpy 2 refuses it too)
+        return InputError(f'{prim.name}: a number is out of range for the dtype of {what}: {exc}; use a '
+                          f'wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
     return ShapeError(f'{prim.name}: numpy could not compute it for {what} '
                       f'(params {params}): {exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}')
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import ops as P
 from .core import (apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, value_array, describe,
-                   check_shape, DEFAULT_FLOAT)
+                   check_shape, check_dtype, check_flag, result_dtype, DEFAULT_FLOAT)
 from .errors import GraphError, ShapeError, InputError
 
 
@@ -38,16 +38,17 @@ def add(x, y):
 
 
 def subtract(x, y):
-    """x - y, composed as x + (-y)."""
-    x, y = _lift(x, y)
-    return P.add(x, negative(y))
+    """x - y, composed as x + (-y) in numpy's result dtype. >>> (mg.tensor([1], dtype='uint8') - 2).tolist() -> [255]"""
+    x, y = (v if _is_value(v) or isinstance(v, (bool, int, float)) else value_array(v, 'subtract')
+            for v in _lift(x, y))
+    return P.sub(x, y)
 
 
 def negative(x):
     if isinstance(x, (int, float)):
         return -x
     if isinstance(x, (np.ndarray, list, tuple)):
-        return np.negative(value_array(x, 'negative'))
+        return P.neg(value_array(x, 'negative'))
     return P.neg(x)
 
 
@@ -92,10 +93,15 @@ def maximum(x, y):
 
 
 def minimum(x, y):
-    """Elementwise min, composed as -max(-x, -y)."""
+    """Elementwise min, composed as flip(max(flip(x), flip(y))): -max(-x, -y) for floats, ~max(~x, ~y)
+    for integers, in numpy's result dtype. >>> mg.minimum(mg.tensor([1, 5]), 3).tolist() -> [1, 3]"""
     x, y = _lift(x, y)
     broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)     # errors name minimum, not maximum
-    return P.neg(P.maximum(negative(x), negative(y)))
+    dt = result_dtype(np.minimum, 'minimum', x, y)
+    x, y = ((float(v) if dt.kind == 'f' else np.asarray(v, dt)) if isinstance(v, (bool, int, float)) else
+            v if aval_of(v).dtype == dt or
+            aval_of(v).dtype.kind == dt.kind == 'f' else P.cast(v, dtype=dt) for v in (x, y))  # flip keeps dtypes
+    return P.flip(P.maximum(P.flip(x), P.flip(y)))
 
 
 def where(cond, x, y):
@@ -129,6 +135,9 @@ def sigmoid(x):
 def abs(x):
     """|x| with PyTorch's edge values: abs(-0.0) is +0.0 and the gradient at 0 (and nan) is 0."""
     (x,) = _lift(x)
+    dt = aval_of(x).dtype
+    if dt.kind in 'bu':             # nothing to negate (numpy's abs of bool is bool)
+        return P.cast(x, dtype=dt)
     rest = P.where(P.less(x, 0), P.neg(x), P.stop_gradient(P.add(x, 0)))     # -0.0 + 0 is +0.0
     return P.where(P.greater(x, 0), x, rest)
 
@@ -154,17 +163,19 @@ def equal(x, y):
 # ------------------------------------------------------------------ reductions
 def sum(x, axis=None, keepdims=False):
     (x,) = _lift(x)
-    return P.sum_(x, axis=_axes(x, axis, 'sum'), keepdims=keepdims)
+    return P.sum_(x, axis=_axes(x, axis, 'sum'), keepdims=check_flag(keepdims, 'sum: keepdims'))  # np.True_ too
 
 
 def max(x, axis=None, keepdims=False):
     (x,) = _lift(x)
-    return P.max_(x, axis=_axes(x, axis, 'max'), keepdims=keepdims)
+    return P.max_(x, axis=_axes(x, axis, 'max'), keepdims=check_flag(keepdims, 'max: keepdims'))  # np.True_ too
 
 
 def min(x, axis=None, keepdims=False):
-    _axes(*_lift(x), axis, 'min')            # checked before -x is built: a bad axis leaves no node
-    return negative(max(negative(x), axis, keepdims))
+    """-max(-x) for floats, ~max(~x) for integers (exact for unsigned and the lowest int too)."""
+    (x,) = _lift(x)
+    _axes(x, axis, 'min')                    # checked before ~x is built: a bad axis leaves no node
+    return P.flip(max(P.flip(x), axis, keepdims))
 
 
 def mean(x, axis=None, keepdims=False):
@@ -174,7 +185,7 @@ def mean(x, axis=None, keepdims=False):
     if av.dtype.kind != 'f':
         x = P.cast(x, dtype=DEFAULT_FLOAT)
         av = aval_of(x)
-    axes = _axes(x, axis, 'mean')
+    axes, keepdims = _axes(x, axis, 'mean'), check_flag(keepdims, 'mean: keepdims')
     s = P.sum_(x, axis=axes, keepdims=keepdims)
     dims = None if av.shape is None else \
         [d for i, d in enumerate(av.shape) if axes is None or i in axes]
@@ -287,7 +298,8 @@ def stack(xs, axis=0):
 
 
 def cast(x, dtype):
-    return P.cast(*_lift(x), dtype=np.dtype(dtype))
+    """x in another dtype (bool, integer or float). >>> mg.cast(mg.tensor([1.7]), mg.int64).tolist() -> [1]"""
+    return P.cast(*_lift(x), dtype=check_dtype(dtype, 'cast: dtype'))
 
 
 def _index(idx):
@@ -325,8 +337,8 @@ class OpsMixin:
 
     def __add__(self, o): return apply(P.add, self, o)
     def __radd__(self, o): return apply(P.add, o, self)
-    def __sub__(self, o): return apply(P.add, self, negative(o))
-    def __rsub__(self, o): return apply(P.add, o, P.neg(self))
+    def __sub__(self, o): return subtract(self, o)
+    def __rsub__(self, o): return subtract(o, self)
     def __mul__(self, o): return apply(P.mul, self, o)
     def __rmul__(self, o): return apply(P.mul, o, self)
     def __truediv__(self, o): return apply(P.div, self, o)

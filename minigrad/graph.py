@@ -318,8 +318,9 @@ class Graph:
                                'outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
-            non_bool = [d for d in dts if d != np.bool_] or dts
-            dtype = np.result_type(*non_bool, x) if non_bool else \
+            # numpy 2's rule (NEP 50) whatever numpy runs: the scalar takes the Symbols' dtype
+            dtype = core.weak_dtype(x, dts, 'a Python number beside ' + ', '.join(
+                f"'{s.name}' ({s.dtype})" for s in like if isinstance(s, Symbol))) if dts else \
                 (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
             return constant(np.asarray(x, dtype=dtype), graph=self)
         return constant(x, graph=self)

@@ -12,7 +12,8 @@ minigrad/compiler/ops.py. The primitives (27):
 * matmul concatenate;  shape-polymorphic adjoints for unknown shapes: sum_to_like broadcast_like
   reshape_like (what undoes broadcasting, reductions and reshapes when sizes are only known at run time)
 
-Negation, ``>``, ``<=``, ``>=`` and ``!=`` are composites below (the rules use them).
+Negation, subtraction (in numpy 2's result dtype, NEP 50), ``>``, ``<=``, ``>=``, ``!=`` and ``flip`` (what
+min is made of) are composites below (the rules use them).
 
 This is the only file with differentiation rules. VJPs are written with the
 primitives themselves, so one rule computes numbers during a plain backward
@@ -31,7 +32,7 @@ import operator
 
 import numpy as np
 
-from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape,
+from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, check_dtype, result_dtype, NEP50,
                    aval_of, bool_, normalize_axes, hooks, register_primitive)
 from .errors import InputError, ShapeError
 
@@ -331,9 +332,42 @@ less, equal = cmp('less', np.less, '<'), cmp('equal', np.equal, '==')
 
 
 # ------------------------------------------------- composites the rules use (no records of their own)
+def _minus_one(dt, op):
+    """-1 in dtype dt, wrapped as numpy wraps it (255 in uint8: x * 255 is numpy's -x there)."""
+    if dt.kind == 'b':
+        raise ShapeError(f'{op}: numpy cannot negate bool values; use mg.equal(x, False) for not, or '
+                         f'.astype(mg.int64) first')
+    if NEP50 and dt.kind in 'if':       # a Python -1 keeps x's dtype (and prints as -1 on tapes and graphs)
+        return -1
+    return np.array(-1).astype(dt)      # typed: numpy 1.x would widen a 0-d float32 times a Python -1
+
+
 def neg(x):
-    """-x as x * -1 (exact: the same bits as numpy's negative, signed zeros included)."""
-    return mul(x, -1)
+    """-x as x * -1 in x's dtype (exact: numpy's negative, signed zeros and unsigned wrap-around included)."""
+    return mul(x, _minus_one(aval_of(x).dtype, 'negative'))
+
+
+def sub(x, y):
+    """x - y as x + (-y), with y first in the dtype numpy gives x - y (NEP 50): int8 - uint8 is int16,
+    float32 - bool float32, uint8 - 1 wraps; bool - bool is refused, as numpy does."""
+    dt = result_dtype(np.subtract, 'subtract', x, y)
+    if isinstance(y, (bool, int, float)):       # a weak Python scalar: negate it in Python when it fits
+        fits = dt.kind == 'f' or np.iinfo(dt).min <= -y <= np.iinfo(dt).max
+        return add(x, -y if fits else mul(np.asarray(y, dt), _minus_one(dt, 'subtract')))
+    ydt = aval_of(y).dtype
+    return add(x, neg(y if ydt == dt or ydt.kind == 'f' else cast(y, dtype=dt)))
+
+
+def flip(x):
+    """An order-reversing bijection in x's dtype: -x for floats, ~x = -1 - x for integers (no overflow:
+    -(-128) would stay -128 in int8), not x for bools. min(x) is flip(max(flip(x)))."""
+    if type(x) is float:            # a Python float stays one (weak: it keeps the other operand's dtype)
+        return -x
+    dt = aval_of(x).dtype
+    if dt.kind == 'b':
+        return equal(x, False)
+    m1 = _minus_one(dt, 'flip')
+    return mul(x, m1) if dt.kind == 'f' else add(mul(x, m1), m1)
 
 
 def greater(x, y):
@@ -353,7 +387,7 @@ def not_equal(x, y):
 
 
 def _cast_rule(x, dtype):
-    return Aval(x.shape, np.dtype(dtype))
+    return Aval(x.shape, check_dtype(dtype, 'cast: dtype'))
 
 
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
@@ -378,8 +412,8 @@ def _reduce_rule(x, axis=None, keepdims=False, initial=None, _op='sum'):
 
 
 def _reduce_dtype(dt, op):
-    if op == 'sum' and dt.kind in 'bi':
-        return np.dtype(np.int64)
+    if op == 'sum' and dt.kind in 'biu':      # as np.sum: int64, or uint64 for unsigned
+        return np.dtype(np.uint64 if dt.kind == 'u' else np.int64)
     return dt
 
 

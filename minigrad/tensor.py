@@ -20,7 +20,7 @@ from . import core, ops as P
 from .autodiff import reverse_sweep, state     # grad mode lives there: graph building reads it too
 from .core import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, InputError, MinigradError, ShapeError
-from .functional import OpsMixin, negative
+from .functional import OpsMixin, subtract
 from .errors import GraphError
 
 
@@ -134,6 +134,7 @@ def is_grad_enabled() -> bool:
 
 
 _NUMBER = {float, int, np.float32, np.float64}
+_VALUE_BASED = not core.NEP50       # numpy 1.x promotes Python ints by value
 _PLAIN = _NUMBER | {np.ndarray, bool}
 
 
@@ -319,9 +320,7 @@ class Tensor(OpsMixin):
                 f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
                 f'in place would make its gradient meaningless. Update parameters inside '
                 f'`with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
-        if sym == '-':
-            other = P.neg(other) if isinstance(other, Tensor) else negative(other)
-        res = core.apply(prim, self, other)     # out of place: arrays saved on a tape stay intact
+        res = prim(self, other)     # out of place: arrays saved on a tape stay intact
         if res.data.dtype != self.data.dtype:
             if not np.can_cast(res.data.dtype, self.data.dtype, 'same_kind'):
                 raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, which cannot be "
@@ -359,20 +358,20 @@ class Tensor(OpsMixin):
     __gt__, __lt__ = _binop(P.less, reflected=True), _binop(P.less)
 
     def __sub__(self, o):
-        if type(o) in _NUMBER:
+        if type(o) in _NUMBER and self.data.dtype.kind == 'f':      # speed: x + (-o) is x - o for floats
             return eager_apply(P.add, (self, -o), {})
-        if isinstance(o, Tensor):
+        if isinstance(o, Tensor) and self.data.dtype.kind == 'f' and o.data.dtype.kind == 'f':
             return eager_apply(P.add, (self, eager_apply(P.mul, (o, -1), {})), {})
-        return OpsMixin.__sub__(self, o)
+        return OpsMixin.__sub__(self, o)      # numpy's dtype rules (NEP 50): ops.sub
 
     def __neg__(self):
-        return eager_apply(P.mul, (self, -1), {})
+        return eager_apply(P.mul, (self, -1), {}) if self.data.dtype.kind == 'f' else P.neg(self)
 
     def __iadd__(self, o):
         return self._inplace(P.add, o, '+')
 
     def __isub__(self, o):
-        return self._inplace(P.add, o, '-')
+        return self._inplace(subtract, o, '-')
 
     def __imul__(self, o):
         return self._inplace(P.mul, o, '*')
@@ -416,6 +415,8 @@ def _to_array(data, dtype=None) -> np.ndarray:
 def eager_apply(prim, args, params):
     """Compute prim on the arrays now; record a TapeNode if some input requires grad."""
     vals, parents = _unpack(args)       # the arrays, and the edges the TapeNode would get
+    if _VALUE_BASED:                    # numpy 1.x widens uint8 + 300 to uint16: refuse it as numpy 2 does
+        core.check_weak_ints(prim.name, vals)
     try:
         out = prim.impl(*vals, **params)
     except MinigradError:

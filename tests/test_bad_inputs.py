@@ -532,6 +532,75 @@ for v in (42, None, 'f'):
 case('compile', 'trace of a function returning a string', (MinigradError, ''))(lambda: mg.trace(lambda t: 'x', np.ones(3)))
 
 
+# ------------------------------------------------------------------ dtypes (issue 34): numpy 2's rules (NEP 50)
+def _modes(f, *arrays):
+    """f on the arrays as tensors (eager), then as placeholders run by a Session and compiled (numpy
+    backend): the three results, which must agree."""
+    out = [f(*[mg.tensor(a, dtype=a.dtype) for a in arrays]).numpy()]
+    g = mg.Graph()
+    with g.as_default():
+        ps = [mg.placeholder(a.dtype, a.shape) for a in arrays]
+        r = f(*ps)
+    out.append(mg.Session(g).run(r, dict(zip(ps, arrays))))
+    out.append(mg.compile(r, ps)(*arrays))
+    return [np.asarray(o) for o in out]
+
+
+def _same(want):
+    """Every mode gives numpy's values in numpy's dtype."""
+    want = np.asarray(want)
+    return lambda rs: all(r.dtype == want.dtype and np.array_equal(r, want) for r in rs)
+
+
+def _compiled_with(dt):
+    g = mg.Graph()
+    with g.as_default():
+        p = mg.placeholder(dt, (3,))
+        return mg.compile(p * 2, [p])
+
+
+_U8, _I8 = np.array([0, 2, 250], np.uint8), np.array([1, -128, 3], np.int8)
+_B, _F32 = np.array([True, False, True]), np.array([1.0, 2.0, 3.0], np.float32)
+for bad in (str, bytes, 'datetime64[s]', 'timedelta64[s]', complex, 'notadtype', object, np.dtype([('a', 'f4')])):
+    case('dtypes', f'cast to {bad!r:.30}', (InputError, 'cast: dtype'))(
+        lambda bad=bad: mg.tensor([1.0, 2.0]).astype(bad))
+    case('dtypes', f'mg.cast of a Symbol to {bad!r:.30}', (InputError, 'cast: dtype'))(
+        lambda bad=bad: _in_graph(lambda s: mg.cast(s, bad)))
+    case('dtypes', f'compile a placeholder of {bad!r:.30}', (InputError, 'mg.placeholder: dtype'))(
+        lambda bad=bad: _compiled_with(bad))
+for name, arr in (('unicode', np.array(['a', 'b'])), ('datetime', np.zeros(2, 'datetime64[s]')),
+                  ('bytes', np.zeros(2, 'S2')), ('structured', np.zeros(2, [('a', 'f4')]))):
+    case('dtypes', f'jit called with a {name} array', (InputError, 'dtype'))(
+        lambda arr=arr: mg.jit(lambda t: t * 2)(arr))
+case('dtypes', 'sum(keepdims=np.True_) in every mode', ('value', _same(np.sum(_F32, 0, keepdims=True))))(
+    lambda: _modes(lambda t: mg.sum(t, 0, keepdims=np.True_), _F32))
+case('dtypes', "sum(keepdims='yes')", (InputError, 'sum: keepdims'))(lambda: mg.sum(mg.tensor(_F32), keepdims='yes'))
+for what, f, arrays, want in [
+        ('uint8 - 1', lambda u: u - 1, (_U8,), _U8 - 1), ('-uint8', lambda u: -u, (_U8,), -_U8),
+        ('abs(uint8)', mg.abs, (_U8,), np.abs(_U8)), ('min(uint8)', mg.min, (_U8,), np.min(_U8)),
+        ('min(int8) with -128', mg.min, (_I8,), np.min(_I8)), ('1 - uint8', lambda u: 1 - u, (_U8,), 1 - _U8),
+        ('minimum(uint8, uint8)', mg.minimum, (_U8, _U8[::-1].copy()), np.minimum(_U8, _U8[::-1])),
+        ('int8 - uint8 is int16', lambda a, b: a - b, (_I8, _U8), _I8 - _U8),
+        ('float32 - bool is float32', lambda a, b: a - b, (_F32, _B), _F32 - _B),
+        ('int8 - bool is int8', lambda a, b: a - b, (_I8, _B), _I8 - _B),
+        ('uint8 * 2 stays uint8', lambda u: u * 2, (_U8,), _U8 * 2), ('sum(uint8) is uint64', mg.sum, (_U8,), np.sum(_U8)),
+        ('int8 + 1.5 is float64', lambda a: a + 1.5, (_I8,), _I8 + 1.5)]:
+    case('dtypes', f'{what} in every mode', ('value', _same(want)))(lambda f=f, arrays=arrays: _modes(f, *arrays))
+for what, f in (('bool - bool', lambda a, b: a - b), ('-bool', lambda a, b: -a)):
+    case('dtypes', f'{what} eager', (ShapeError, 'numpy cannot'))(lambda f=f: f(mg.tensor(_B), mg.tensor(_B)))
+    case('dtypes', f'{what} on Symbols (refused while building)', (ShapeError, 'numpy cannot'))(
+        lambda f=f: _in_graph(lambda s: f(mg.placeholder(mg.bool_, (3,)), mg.placeholder(mg.bool_, (3,)))))
+for what, f, frag in [('int64 tensor * 2**70', lambda: mg.tensor([1, 2]) * 2 ** 70, 'out of range'),
+                      ('uint8 tensor + 300', lambda: mg.tensor(_U8) + 300, 'out of range'),
+                      ('uint8 tensor - 300', lambda: mg.tensor(_U8) - 300, 'out of range'),
+                      ('x[2**63]', lambda: mg.tensor(_F32)[2 ** 63], 'getitem'),
+                      ('int Symbol * 2**70', lambda: _in_graph(lambda s: mg.placeholder(mg.int64, (2,)) * 2 ** 70),
+                       'out of range'),
+                      ('Symbol[2**63]', lambda: _in_graph(lambda s: mg.placeholder(mg.float32, (3,))[2 ** 63]),
+                       'getitem')]:
+    case('dtypes', what, (MinigradError, frag))(f)
+
+
 # ------------------------------------------------------------------ the tests
 def _outcome(thunk, expected):
     kind, want = expected
