@@ -751,7 +751,7 @@ def rand(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
 
 def arange(start, stop=None, step=1, dtype=None, requires_grad=False) -> Tensor:
     for what, v in (('start', start), ('stop', stop), ('step', step)):
-        if v is not None and core.value_array(v, f'mg.arange: {what}').ndim:
+        if (v is not None or what == 'start') and core.value_array(v, f'mg.arange: {what}').ndim:
             raise InputError(f'mg.arange: {what} must be one number, got {v!r}')
     data = np.arange(start, stop, step) if stop is not None else np.arange(start)
     if dtype is None and data.dtype.kind == 'f':

@@ -652,7 +652,19 @@ CALLS = {
     'getitem': lambda v: mg.tensor(np.ones(3))[v], 'Linear': lambda v: mg.nn.Linear(3, 2)(v),
     'mse': lambda v: mg.nn.MSELoss()(mg.tensor(np.ones(3)), v), 'cross entropy': lambda v: mg.nn.CrossEntropyLoss()(
         mg.tensor(np.zeros((2, 3))), v), 'feed': lambda v: _session_run(lambda x, y: {x: v}),
-    'program': lambda v: _prog()(v)}
+    'program': lambda v: _prog()(v),
+    # the classes of issue 34 (not sizes or counts, as of zeros or fit's epochs: a huge int is legal and huge)
+    'full value': lambda v: mg.full((2,), v), 'placeholder shape': lambda v: _construct(lambda s: mg.placeholder(mg.float32, s), v),
+    'placeholder dtype': lambda v: _construct(lambda d: mg.placeholder(d, (2,)), v),
+    'cast dtype': lambda v: mg.cast(mg.tensor(np.ones(3)), v), 'transpose': lambda v: mg.transpose(_T2(), v),
+    'concatenate axis': lambda v: mg.concatenate([_T2(), _T2()], axis=v),
+    'while max_iterations': lambda v: _in_graph(lambda s: mg.while_loop(_lt3, _inc, [s], max_iterations=v)),
+    'cond branch': lambda v: _in_graph(lambda s: mg.cond(s > 0, v, v)),
+    'SGD lr': lambda v: mg.optim.SGD([_w()], lr=v), 'Adam betas': lambda v: mg.optim.Adam([_w()], betas=v),
+    'backward gradient': lambda v: _xy()[1].backward(gradient=v),
+    'draw max_nodes': lambda v: mg.draw(mg.tensor([1.0]) * 2, max_nodes=v).source,
+    'jit argument': lambda v: mg.jit(lambda a: a * 2)(v), 'trace example': lambda v: mg.trace(lambda a: a * 2, v),
+    'feed_dict': lambda v: (lambda g, x, y: mg.Session(g).run(y, v))(*_graph_y())}
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
