@@ -559,15 +559,13 @@ def graph_apply(prim: Primitive, args, params):
     cur = get_default_graph()
     if cur is not g and g.is_ancestor_of(cur):
         g = cur                     # inside a cond/while body: the op belongs there, outer values get captured
-    n, names_before = len(g.nodes), dict(g._names.last)
-    inputs = [g.lift(a, like=syms) for a in args]
-    try:
-        avals = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in inputs], **params)
-    except MinigradError as e:
-        del g.nodes[n:]                     # the constants lifted for this op go too: the graph is as it was
-        g._names.last = names_before
-        names = ', '.join(f"'{s.name}' {fmt_shape(s.shape)}" for s in inputs)
-        raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
+    with g.atomic():                # a failing shape rule takes the constants lifted for this op with it
+        inputs = [g.lift(a, like=syms) for a in args]
+        try:
+            avals = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in inputs], **params)
+        except MinigradError as e:
+            names = ', '.join(f"'{s.name}' {fmt_shape(s.shape)}" for s in inputs)
+            raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
     multiple = prim.multiple_results
     outs = g.add_node(prim, inputs, params, list(avals) if multiple else [avals])
     if not state.grad_enabled and prim.vjp is not None:     # built under mg.no_grad(): as on the tape,

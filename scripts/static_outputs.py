@@ -88,8 +88,7 @@ def prune_widget_state(nb) -> None:
     if not state:
         return
     models = state.get('state', {})
-    todo = [_text(o['data'][WIDGET]) if isinstance(o['data'][WIDGET], str) else o['data'][WIDGET]['model_id']
-            for c in nb.cells if c.cell_type == 'code' for o in c.get('outputs', ()) if WIDGET in o.get('data', {})]
+    todo = [o['data'][WIDGET]['model_id'] for c in nb.cells if c.cell_type == 'code' for o in c.get('outputs', ()) if WIDGET in o.get('data', {})]
     keep = set()
     while todo:
         m = todo.pop()
