@@ -3,7 +3,10 @@ asks for one (`backend=...`), since numba spends ~0.1-0.5 s compiling each new l
 numba backend is tested where it is named: tests/test_kernels.py and the differential net
 (tests/test_differential.py) run on both backends. Tests that run notebooks or the course's
 tools keep the real default (numba), as a learner gets it."""
+import os
+
 import pytest
+from hypothesis import settings
 
 REAL_DEFAULT = {'test_notebook_outputs', 'test_exercises', 'test_course_opens', 'test_nbgrader', 'test_browser',
                 'test_binder', 'test_binder_cache', 'test_packaging', 'test_lite'}
@@ -13,3 +16,10 @@ REAL_DEFAULT = {'test_notebook_outputs', 'test_exercises', 'test_course_opens', 
 def _numpy_backend_by_default(request, monkeypatch):
     if request.module.__name__.rsplit('.', 1)[-1] not in REAL_DEFAULT:
         monkeypatch.setenv('MINIGRAD_BACKEND', 'numpy')
+
+
+# The test command runs a fixed set of examples (derandomize): a rerun of a green commit stays
+# green and a red one can be reproduced. HYPOTHESIS_PROFILE=explore draws new random examples.
+settings.register_profile('fixed', derandomize=True)
+settings.register_profile('explore', derandomize=False)
+settings.load_profile(os.environ.get('HYPOTHESIS_PROFILE', 'fixed'))

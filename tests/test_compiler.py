@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import minigrad as mg
 from minigrad import interpreter
@@ -98,6 +98,7 @@ def test_unknown_shapes_and_float32(steps, seed):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=steps_st, shape=st.sampled_from(SHAPES), seed=st.integers(0, 2 ** 16))
+@example(steps=[(14, 0, 0), (14, 0, 2)], shape=(1, 1), seed=0)   # a group's results hoistable only after grouping
 def test_pipeline_is_idempotent(steps, shape, seed):
     g, ins, outs = _build(steps, shape)
     prog = mg.compile(outs, ins)

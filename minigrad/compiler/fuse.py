@@ -54,7 +54,19 @@ def fuse(graph: Graph) -> Graph:
         args = fma.match(NodeView(node, ins), lambda s: uses.get(id(_old(node, ins, s)), 0) == 1)
         return None if args is None else [emit(g, fma, args, name=node.outputs[0].name)]
     g1 = prune(rewrite_pass(graph, to_fma, lambda s: s if s.name == 'fused' else fuse(s)))
-    return _group(g1)
+    return _group_until_stable(g1)
+
+
+def _group_until_stable(graph: Graph) -> Graph:
+    """_group again until no group forms: a fused node made only from inputs can run earlier
+    than the ops it replaced, so a second grouping may find more (and fuse twice == fuse once)."""
+    g = _group(graph)
+    while True:
+        again = _group(g)
+        if len(again.nodes) == len(g.nodes):       # no new group (a new graph may only carry notes)
+            return g
+        again.notes = list(dict.fromkeys(g.notes + again.notes))
+        g = again
 
 
 def _old(node, ins, new_sym):
