@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import validate
 from . import core
 from .core import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, InputError, MinigradError
@@ -427,7 +428,7 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
     if not vs:
         raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
-        core.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
+        validate.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
     if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, core.hooks.tensor_type) for v in vs):
         steps = 0                           # eager: an ordinary Python loop, recorded on the tape
         while bool(cond(*vs)):

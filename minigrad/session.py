@@ -6,7 +6,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import fmt_shape, describe, hooks, value_array, refuse_pickle
+from .core import fmt_shape, describe, hooks, refuse_pickle
+from .validate import value_array
 from .errors import FeedError, GraphError, InputError
 from .graph import Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, PLACEHOLDER, VARIABLE
 from .interpreter import missing_feed_error

@@ -5,6 +5,7 @@ Run `python -m pytest tests/test_layout.py -s` to see the layering table and the
 import ast
 import io
 import pathlib
+import re
 import tokenize
 
 import pytest
@@ -13,7 +14,7 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 
 # Lowest first. A module imports only from layers below its own (a sub-package is one module here;
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
-LAYERS = [['errors', 'hints'], ['core'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
+LAYERS = [['errors', 'hints'], ['validate'], ['core'], ['dtypes'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
           ['factories'], ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler'], ['session'], ['trace'], ['jit'],
           ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
@@ -187,3 +188,25 @@ def test_readme_layout_names_every_module_bottom_up():
     assert not missing, f'README layout section misses {missing}'
     order = sorted(RANK, key=lambda m: block.index(names[m]))
     assert [RANK[m] for m in order] == sorted(RANK.values()), f'README lists modules out of layer order: {order}'
+
+
+def test_every_speed_shortcut_is_in_the_ledger():
+    """Each `# speed:` marker on the tape's path sits in (or just above) a function the ledger in
+    tensor.py's docstring names, and each function the ledger names has a marker."""
+    ledger = ast.get_docstring(ast.parse((PKG / 'tensor.py').read_text())).split('Speed shortcuts.', 1)[1]
+    named = {(f, fn) for line in ledger.split('\n') for f in re.findall(r'(\w+\.py)', line)[:1]
+             for fn in re.findall(r'``(\w+)``', line.split(':', 1)[0])}
+    marked = set()
+    for m in PARTS['tape reading path'] + ['functional']:      # the modules a tape op runs through
+        p = PKG / f'{m}.py'
+        src = p.read_text()
+        funcs = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef)]
+        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+            if t.type == tokenize.COMMENT and t.string.startswith('# speed:'):
+                i = t.start[0]      # inside a function, or on the line above its def
+                inside = [n for n in funcs if n.lineno - 1 <= i <= n.end_lineno]
+                at = max(inside, key=lambda n: n.lineno) if inside else None
+                marked.add((rel(p), at.name if at else f'line {i}'))
+    assert named, 'no ledger found in tensor.py'
+    assert marked - named == set(), f'speed markers the ledger does not name: {sorted(marked - named)}'
+    assert named - marked == set(), f'ledger entries without a # speed: marker: {sorted(named - marked)}'

@@ -9,7 +9,8 @@ import threading
 
 import numpy as np
 
-from ..core import fmt_shape, hooks, refuse_pickle, value_array
+from ..core import fmt_shape, hooks, refuse_pickle
+from ..validate import value_array
 from ..errors import FeedError, MinigradError, ShapeError
 from ..graph import shapes_compatible
 from .codegen import generate
