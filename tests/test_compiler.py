@@ -340,3 +340,12 @@ def test_bench_quick_smoke(tmp_path):
     assert r.returncode == 0, r.stderr
     assert '| target' in r.stdout and ('PASS' in r.stdout or 'MISS' in r.stdout)
     assert out.exists()
+
+
+def test_compiler_docstring_examples_run():
+    import doctest, importlib, pkgutil
+    names = ['minigrad.session', 'minigrad.compiler'] + [f'minigrad.compiler.{m.name}'
+                                                          for m in pkgutil.iter_modules(mg.compiler.__path__)]
+    for name in names:
+        res = doctest.testmod(importlib.import_module(name))
+        assert res.failed == 0, name
