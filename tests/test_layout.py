@@ -15,12 +15,12 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
 LAYERS = [['errors', 'hints'], ['core'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
           ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler'], ['session'], ['trace'],
-          ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
+          ['nn', 'testing', 'checks'], ['onnx_export'], ['onnx_import'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
 # Imports allowed inside a function: optional dependencies, loaded only when the feature is used.
 LAZY_OK = {
-    'export.py': {'onnx'},                                       # export_onnx / import_onnx only
+    'onnx_export.py': {'onnx'},                                  # load_onnx: export_onnx / import_onnx only
     'nn.py': {'ipywidgets', 'IPython.display'},                  # fit()'s progress bar in a notebook
     'viz/__init__.py': {'minigrad.viz.stepper'},                 # steppers pull in ipywidgets: not at import
     'viz/draw.py': {'graphviz', 'pygraphviz'},                   # whichever renderer this machine has
