@@ -22,9 +22,10 @@ RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 LAZY_OK = {
     'onnx_export.py': {'onnx'},                                  # load_onnx: export_onnx / import_onnx only
     'nn.py': {'ipywidgets', 'IPython.display'},                  # fit()'s progress bar in a notebook
-    'viz/__init__.py': {'minigrad.viz.stepper'},                 # steppers pull in ipywidgets: not at import
+    'viz/__init__.py': {f'minigrad.viz.{m}' for m in ('frames', 'stepper', 'pass_stepper', 'path_stepper',
+                                                      'loop_stepper', 'trace_stepper', 'memory')},  # ipywidgets: not at import
     'viz/draw.py': {'graphviz', 'pygraphviz'},                   # whichever renderer this machine has
-    'viz/stepper.py': {'matplotlib', 'matplotlib.pyplot'},       # memory_timeline only
+    'viz/memory.py': {'matplotlib', 'matplotlib.pyplot'},        # memory_timeline only
     'viz/vizjs.py': {'js', 'pyodide.code', 'pyodide.ffi'},       # in the browser (JupyterLite) only
 }
 
