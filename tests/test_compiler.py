@@ -335,11 +335,20 @@ def test_sgd_step_in_compiled_program():
 
 def test_bench_quick_smoke(tmp_path):
     out = tmp_path / 'bench.json'
-    r = subprocess.run([sys.executable, '-m', 'minigrad.bench', '--quick', '--json', str(out)],
+    script = Path(__file__).resolve().parent.parent / 'scripts' / 'bench.py'
+    r = subprocess.run([sys.executable, str(script), '--quick', '--json', str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert '| target' in r.stdout and ('PASS' in r.stdout or 'MISS' in r.stdout)
     assert out.exists()
+
+
+def test_packaged_bench_command_times_the_lesson_case():
+    # what a learner who pip-installed the package can run (scripts/ is not installed)
+    r = subprocess.run([sys.executable, '-m', 'minigrad.bench', '--quick'], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert '| 4x4 |' in r.stdout and 'tape (us)' in r.stdout and 'scripts/bench.py' in r.stdout
 
 
 def test_compiler_docstring_examples_run():
