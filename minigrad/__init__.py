@@ -51,4 +51,5 @@ from . import compiler
 from .compiler import compile, Program
 from . import testing
 from .forward import jvp, jacfwd, jacrev
-from .export import export_onnx, import_onnx, to_onnx
+from .onnx_export import export_onnx, to_onnx
+from .onnx_import import import_onnx

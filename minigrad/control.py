@@ -53,7 +53,7 @@ def _float(s) -> bool:
     return np.dtype(s.dtype).kind == 'f'
 
 
-def _merge(a: Aval, b: Aval) -> Aval:
+def _common_aval(a: Aval, b: Aval) -> Aval:
     """The most specific aval covering both (dims that differ become unknown)."""
     if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
         return Aval(None, a.dtype)
@@ -148,7 +148,7 @@ def _cond_rule(pred, *captured, true_graph, false_graph):
         if a.dtype != b.dtype:
             raise GraphError(f"cond: output {i} is {a.dtype} in true_fn ('{a.name}') but {b.dtype} in false_fn "
                              f"('{b.name}'); cast one branch (mg.cast) so both return the same dtype")
-        out.append(_merge(Aval(a.shape, a.dtype), Aval(b.shape, b.dtype)))
+        out.append(_common_aval(Aval(a.shape, a.dtype), Aval(b.shape, b.dtype)))
     return out
 
 
@@ -452,7 +452,7 @@ def _while_build(outer, cond, body, vs, loop_vars, single, limit, name):
         cg = _subgraph(outer, f'{name}_cond', cond, avals)
         bg = _subgraph(outer, f'{name}_body', body, avals)
         _check_loop(name, cg, bg, avals)
-        merged = [_merge(a, Aval(o.shape, o.dtype)) for a, o in zip(avals, bg.outputs)]
+        merged = [_common_aval(a, Aval(o.shape, o.dtype)) for a, o in zip(avals, bg.outputs)]
         if merged == avals:
             break
         avals = merged

@@ -20,7 +20,7 @@ from . import validate
 from . import dtypes
 from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError, FeedError
 from .functional import OpsMixin
 from .autodiff import reverse_sweep, state
 
@@ -445,6 +445,24 @@ def shapes_compatible(recorded, rule) -> bool:
     if len(recorded) != len(rule):
         return False
     return all(a is None or b is None or a == b for a, b in zip(recorded, rule))
+
+
+def feed_array(value, dtype, what: str) -> np.ndarray:
+    """`value` (a number, list, array or Tensor) as an array of `dtype`, as a placeholder takes it: cast
+    within a kind (float64 -> float32) or from ints and bools into floats; any other cast is a FeedError
+    naming `what` (Session.run's feed_dict and a Program's inputs follow this one rule).
+
+    >>> feed_array([1, 2], np.dtype('float32'), "feed_dict value for 'x'").dtype
+    dtype('float32')
+    """
+    value = value.data if isinstance(value, core.hooks.tensor_type) else value
+    arr = value if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' else validate.value_array(value, what)
+    if arr.dtype != dtype:
+        if not np.can_cast(arr.dtype, dtype, 'same_kind') and not (arr.dtype.kind in 'iub' and dtype.kind == 'f'):
+            raise FeedError(f'{what}: cannot feed a {arr.dtype} value as {dtype} (casts keep the kind, or make '
+                            f'ints and bools floats); convert it first, e.g. np.asarray(value, dtype={dtype.name!r})')
+        arr = arr.astype(dtype)
+    return arr
 
 
 def _fmt_param(v) -> str:

@@ -14,18 +14,20 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 
 # Lowest first. A module imports only from layers below its own (a sub-package is one module here;
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
-LAYERS = [['errors', 'hints'], ['validate'], ['core'], ['dtypes'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
-          ['factories'], ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler'], ['session'], ['trace'], ['jit'],
-          ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
+LAYERS = [['errors', 'hints'], ['validate'], ['core'], ['dtypes'], ['ops'], ['functional', 'autodiff'],
+          ['tensor', 'graph'], ['factories'], ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler'],
+          ['session'], ['trace'], ['jit'], ['nn', 'testing', 'checks'], ['onnx_export'], ['onnx_import'], ['viz'],
+          ['__init__'], ['bench', 'check_notebook']]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
 # Imports allowed inside a function: optional dependencies, loaded only when the feature is used.
 LAZY_OK = {
-    'export.py': {'onnx'},                                       # export_onnx / import_onnx only
+    'onnx_export.py': {'onnx'},                                  # load_onnx: export_onnx / import_onnx only
     'nn.py': {'ipywidgets', 'IPython.display'},                  # fit()'s progress bar in a notebook
-    'viz/__init__.py': {'minigrad.viz.stepper'},                 # steppers pull in ipywidgets: not at import
+    'viz/__init__.py': {f'minigrad.viz.{m}' for m in ('frames', 'stepper', 'pass_stepper', 'path_stepper',
+                                                      'loop_stepper', 'trace_stepper', 'memory')},  # ipywidgets: not at import
     'viz/draw.py': {'graphviz', 'pygraphviz'},                   # whichever renderer this machine has
-    'viz/stepper.py': {'matplotlib', 'matplotlib.pyplot'},       # memory_timeline only
+    'viz/memory.py': {'matplotlib', 'matplotlib.pyplot'},        # memory_timeline only
     'viz/vizjs.py': {'js', 'pyodide.code', 'pyodide.ffi'},       # in the browser (JupyterLite) only
 }
 
