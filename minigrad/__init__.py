@@ -36,7 +36,7 @@ from .functional import (add, subtract, multiply, divide, negative, power, exp, 
                          min, matmul, reshape, transpose, broadcast_to, concatenate, stack, softmax,
                          log_softmax, logsumexp, stop_gradient, cast, getitem)
 from .tensor import Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor
-from .factories import zeros, ones, full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng
+from .creation import zeros, ones, full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng
 from .graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_default_graph,
                     reset_default_graph, gradients, group)
 from .session import Session

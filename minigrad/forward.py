@@ -312,12 +312,18 @@ def _tsum(out, *terms):
 
 
 def _scale(t, d):
-    """t * d, the tangent of a unary elementwise op with derivative d."""
+    """t * d, one input's share of the tangent through its partial derivative d."""
     return None if t is None else P.mul(t, d)
 
 
+def _derivative(d):
+    """The JVP of a unary elementwise op from its one stated derivative ``d(x, out)``."""
+    return lambda p, t, out: _scale(t[0], d(p[0], out))
+
+
 def _linear(op):
-    """The JVP of an op linear in its first input: the tangent goes through the op itself."""
+    """The JVP of an op linear in its first input (reshapes, sums, indexing, cast, the *_like adjoints):
+    the tangent goes through the op itself."""
     return lambda p, t, out, **params: None if t[0] is None else op(t[0], *p[1:], **params)
 
 
@@ -374,11 +380,11 @@ P.mul.jvp = lambda p, t, out: _tsum(out, _scale(t[0], p[1]), _scale(t[1], p[0]))
 P.div.jvp = lambda p, t, out: _tsum(out, None if t[0] is None else P.div(t[0], p[1]),
                                     None if t[1] is None else P.neg(P.mul(t[1], P.div(out, p[1]))))
 P.pow_.jvp, P.maximum.jvp, P.max_.jvp, P.concatenate.jvp = _pow_jvp, _maximum_jvp, _max_jvp, _concat_jvp
-P.exp.jvp = lambda p, t, out: _scale(t[0], out)
-P.log.jvp = lambda p, t, out: P.div(t[0], p[0])
-P.sin.jvp = lambda p, t, out: _scale(t[0], P.cos(p[0]))
-P.cos.jvp = lambda p, t, out: _scale(t[0], P.neg(P.sin(p[0])))
-P.tanh.jvp = lambda p, t, out: _scale(t[0], P.add(1, P.neg(P.mul(out, out))))
+P.exp.jvp = _derivative(lambda x, out: out)
+P.sin.jvp = _derivative(lambda x, out: P.cos(x))
+P.cos.jvp = _derivative(lambda x, out: P.neg(P.sin(x)))
+P.tanh.jvp = _derivative(lambda x, out: P.add(1, P.neg(P.mul(out, out))))
+P.log.jvp = lambda p, t, out: P.div(t[0], p[0])          # t / x: one rounding (t * (1 / x) has two)
 P.where.jvp = lambda p, t, out: _tsum(out, None if t[1] is None else P.where(p[0], t[1], 0),
                                       None if t[2] is None else P.where(p[0], 0, t[2]))
 P.matmul.jvp = lambda p, t, out: _tsum(out, None if t[0] is None else P.matmul(t[0], p[1]),

@@ -19,7 +19,7 @@ from .validate import value_array, check_int
 from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
 from .tensor import Tensor, Rebinds, tensor, no_grad
-from .factories import rng
+from .creation import rng
 from . import optim
 from .compiler import compile as compile_
 from .control import cond

@@ -682,7 +682,7 @@ def _accumulate(t: Tensor, g, create_graph, copy=False):
         t.grad = Tensor._make(t.grad.data + g.data)
 
 
-# ------------------------------------------------------------------ the constructor (the others: factories.py)
+# ------------------------------------------------------------------ the constructor (the others: creation.py)
 def tensor(data, dtype=None, requires_grad=False, name=None) -> Tensor:
     """Make a tensor. Python floats give float32, ints int64, bools bool; numpy arrays keep their dtype.
 

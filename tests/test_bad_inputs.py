@@ -60,41 +60,41 @@ for fname, make in (('tensor', mg.tensor), ('constant', mg.constant), ('Variable
 for fname, make in (('zeros', mg.zeros), ('ones', mg.ones), ('randn', mg.randn), ('rand', mg.rand)):
     for bad, frag in ((-1, 'expected an int >= 0'), ('a', 'expected an int'), (2.5, 'got float 2.5'),
                       ((2, None), 'got NoneType')):
-        case('factories', f'{fname}({bad!r})', (InputError, frag))(lambda make=make, bad=bad: make(bad))
-    case('factories', f'{fname}(2, dtype=str)', (InputError, 'dtype'))(lambda make=make: make(2, dtype=str))
-    case('factories', f'{fname}((2, 3)) works', ('value', lambda r: r.shape == (2, 3)))(lambda make=make: make((2, 3)))
-case('factories', "full((2,), 'x')", (InputError, 'mg.full: value'))(lambda: mg.full((2,), 'x'))
-case('factories', 'full((2,), [1, 2])', (InputError, 'one number'))(lambda: mg.full((2,), [1, 2]))
-case('factories', 'full(-2, 1.0)', (InputError, 'mg.full: shape'))(lambda: mg.full(-2, 1.0))
-case('factories', "arange('a')", (InputError, 'mg.arange: start'))(lambda: mg.arange('a'))
-case('factories', 'arange(3) works', ('value', lambda r: r.numpy().tolist() == [0, 1, 2]))(lambda: mg.arange(3))
+        case('creation', f'{fname}({bad!r})', (InputError, frag))(lambda make=make, bad=bad: make(bad))
+    case('creation', f'{fname}(2, dtype=str)', (InputError, 'dtype'))(lambda make=make: make(2, dtype=str))
+    case('creation', f'{fname}((2, 3)) works', ('value', lambda r: r.shape == (2, 3)))(lambda make=make: make((2, 3)))
+case('creation', "full((2,), 'x')", (InputError, 'mg.full: value'))(lambda: mg.full((2,), 'x'))
+case('creation', 'full((2,), [1, 2])', (InputError, 'one number'))(lambda: mg.full((2,), [1, 2]))
+case('creation', 'full(-2, 1.0)', (InputError, 'mg.full: shape'))(lambda: mg.full(-2, 1.0))
+case('creation', "arange('a')", (InputError, 'mg.arange: start'))(lambda: mg.arange('a'))
+case('creation', 'arange(3) works', ('value', lambda r: r.numpy().tolist() == [0, 1, 2]))(lambda: mg.arange(3))
 for bad in ('a', -1, 2.5, None):
-    case('factories', f'manual_seed({bad!r})', (InputError, 'mg.manual_seed: seed'))(lambda bad=bad: mg.manual_seed(bad))
-case('factories', "tensor(requires_grad='no')", (InputError, 'requires_grad'))(lambda: mg.tensor(1.0, requires_grad='no'))
-case('factories', 'tensor(name=3)', (InputError, 'name must be a string'))(lambda: mg.tensor(1.0, name=3))
+    case('creation', f'manual_seed({bad!r})', (InputError, 'mg.manual_seed: seed'))(lambda bad=bad: mg.manual_seed(bad))
+case('creation', "tensor(requires_grad='no')", (InputError, 'requires_grad'))(lambda: mg.tensor(1.0, requires_grad='no'))
+case('creation', 'tensor(name=3)', (InputError, 'name must be a string'))(lambda: mg.tensor(1.0, name=3))
 for bad in ('notadtype', str, object, 'datetime64[s]', complex):
-    case('factories', f'placeholder({bad!r:.20})', (InputError, 'mg.placeholder: dtype'))(
+    case('creation', f'placeholder({bad!r:.20})', (InputError, 'mg.placeholder: dtype'))(
         lambda bad=bad: _construct(lambda _: mg.placeholder(bad), None))
 for bad in ('ab', (-3, 2), (2.5,), 'x'):
-    case('factories', f'placeholder(shape={bad!r})', (InputError, 'mg.placeholder: shape'))(
+    case('creation', f'placeholder(shape={bad!r})', (InputError, 'mg.placeholder: shape'))(
         lambda bad=bad: _construct(lambda _: mg.placeholder(mg.float32, bad), None))
-case('factories', 'placeholder(shape=3) is (3,)', ('value', lambda r: r.shape == (3,)))(
+case('creation', 'placeholder(shape=3) is (3,)', ('value', lambda r: r.shape == (3,)))(
     lambda: _construct(lambda _: mg.placeholder(mg.float32, 3), None))
-case('factories', 'placeholder(shape=(-1, 2)) is (?, 2)', ('value', lambda r: r.shape == (None, 2)))(
+case('creation', 'placeholder(shape=(-1, 2)) is (?, 2)', ('value', lambda r: r.shape == (None, 2)))(
     lambda: _construct(lambda _: mg.placeholder(mg.float32, (-1, 2)), None))
-case('factories', 'placeholder(name=3)', (InputError, 'name must be a string'))(
+case('creation', 'placeholder(name=3)', (InputError, 'name must be a string'))(
     lambda: _construct(lambda _: mg.placeholder(mg.float32, (2,), name=3), None))
 for bad in (-1, 0, 2.5, 'a', True):
-    case('factories', f'nn.Linear({bad!r}, 3)', (InputError, 'nn.Linear: in_features'))(lambda bad=bad: mg.nn.Linear(bad, 3))
-    case('factories', f'nn.Linear(3, {bad!r})', (InputError, 'nn.Linear: out_features'))(lambda bad=bad: mg.nn.Linear(3, bad))
-case('factories', 'nn.Sequential(3)', (InputError, 'not a Module'))(lambda: mg.nn.Sequential(3))
+    case('creation', f'nn.Linear({bad!r}, 3)', (InputError, 'nn.Linear: in_features'))(lambda bad=bad: mg.nn.Linear(bad, 3))
+    case('creation', f'nn.Linear(3, {bad!r})', (InputError, 'nn.Linear: out_features'))(lambda bad=bad: mg.nn.Linear(3, bad))
+case('creation', 'nn.Sequential(3)', (InputError, 'not a Module'))(lambda: mg.nn.Sequential(3))
 
 
 class _NoForward(mg.nn.Module):
     pass
 
 
-case('factories', 'a Module without forward', (InputError, 'forward'))(lambda: _NoForward()(mg.tensor([1.0])))
+case('creation', 'a Module without forward', (InputError, 'forward'))(lambda: _NoForward()(mg.tensor([1.0])))
 
 # ------------------------------------------------------------------ ops and shapes, eager and in a graph
 BINARY = {'add': lambda a, b: a + b, 'sub': lambda a, b: a - b, 'mul': lambda a, b: a * b,

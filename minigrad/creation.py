@@ -1,4 +1,4 @@
-"""Tensor factories: zeros, ones, full, randn, rand, arange and the seeded generator they draw from.
+"""Tensor creation: zeros, ones, full, randn, rand, arange and the seeded generator they draw from.
 
 >>> import minigrad as mg
 >>> mg.zeros(2, 3).shape, mg.arange(3).tolist()
