@@ -1,0 +1,167 @@
+"""Functional transformations in the style of torch.func and JAX: grad, value_and_grad, hessian, and
+Jacobians in one batched pass.
+
+`grad` traces ``fn`` once on placeholders shaped like one example, adds its gradient with
+`mg.gradients` (the same VJP records as the tape) and then *replays* that gradient graph on the actual
+arguments through `core.apply`. So the same code runs on Tensors (eager, recorded on the tape), on
+Symbols (the nodes join the caller's graph), on Duals (forward over reverse: Hessians) and on Batched
+values (vmap of grad: per-example gradients, since each node is batched as one example's op).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import core
+from .batching import Batched, BatchError, flatten, vmap
+from .control import replay
+from .core import aval_of, describe, fmt_shape
+from .errors import MinigradError
+from .forward import Dual, push
+from .functional import reshape
+from .graph import Graph, Symbol, get_default_graph, gradients, placeholder
+from .tensor import Tensor
+
+
+class GradError(MinigradError):
+    """mg.grad / value_and_grad / hessian cannot differentiate this function or argument."""
+
+
+_VALUES = (Tensor, Symbol, Dual, Batched)
+
+
+class _Captured:
+    """Tensors ``fn`` closes over become placeholders of the trace, fed the Tensors themselves on replay
+    (so a gradient still reaches them through the tape)."""
+
+    def __init__(self):
+        self.tensors, self.syms = [], []
+
+    def __call__(self, graph, t):
+        for known, s in zip(self.tensors, self.syms):
+            if known is t:
+                return s
+        with graph.as_default():
+            self.syms.append(placeholder(t.dtype, t.shape, name=t.name or 'captured'))
+        self.tensors.append(t)
+        return self.syms[-1]
+
+
+def _trace(fn, leaves, rebuild, argnums, has_aux, who):
+    """fn traced on placeholders: (graph, inputs, the d/d placeholders of argnums, value, aux leaves, rebuild aux)."""
+    g = Graph(f'{who} of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
+    g.capture_tensor = hook = _Captured()
+    with g.as_default():
+        phs = [[placeholder(aval_of(v).dtype, aval_of(v).shape, name=f'arg{i}') for v in vs]
+               for i, vs in enumerate(leaves)]
+        out = fn(*[r(p) for r, p in zip(rebuild, phs)])
+        aux = None
+        if has_aux:
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise GradError(f'{who}: has_aux=True needs fn to return a pair (value, aux), got '
+                                f'{type(out).__name__}')
+            out, aux = out
+        out = g.lift(out) if not isinstance(out, _VALUES) else out
+        if not isinstance(out, Symbol) or not (out.graph is g or g.is_ancestor_of(out.graph)):
+            raise GradError(f'{who}: fn returned {describe(out)}, which is not computed from its arguments '
+                            f'here; a value of an enclosing vmap or jvp must be passed as an argument')
+        if out.shape != () or out.dtype.kind != 'f':
+            raise GradError(f'{who}: fn must return a float scalar (shape ()), got {describe(out)}; sum it or '
+                            f'use mg.jacrev for a non-scalar output')
+        xs = [p for i in argnums for p in phs[i]]
+        grads = gradients(out, xs) if xs else []
+        aux_leaves, aux_rebuild = flatten(aux)
+    g.capture_tensor = None
+    inputs = [p for ps in phs for p in ps] + hook.syms
+    return g, inputs, hook.tensors, grads, out, aux_leaves if has_aux else [], aux_rebuild
+
+
+def _argnums(argnums, n, who):
+    nums = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
+    for a in nums:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -n <= a < n:
+            raise GradError(f'{who}: argnums {argnums!r} does not name an argument of the {n} given '
+                            f'(ints from 0 to {n - 1})')
+    return [int(a) % n for a in nums]
+
+
+def _leaves(args, argnums, who):
+    """Each argument's leaves as values (plain data becomes Tensors) and the functions that rebuild it."""
+    leaves, rebuild = [], []
+    for i, a in enumerate(args):
+        vs, r = flatten(a)
+        vs = [v if isinstance(v, _VALUES) else core.hooks.lift(v) for v in vs]
+        for v in vs:
+            if i in argnums and aval_of(v).dtype.kind != 'f':
+                raise GradError(f'{who}: argument {i} is {describe(v)}; only float arguments can be '
+                                f'differentiated (convert it with .astype(mg.float32), or leave it out of argnums)')
+            if aval_of(v).shape is None or None in aval_of(v).shape:
+                raise GradError(f'{who}: argument {i} is {describe(v)} without a full shape; give the '
+                                f'placeholder a shape')
+        leaves.append(vs)
+        rebuild.append(r)
+    return leaves, rebuild
+
+
+def value_and_grad(fn, argnums=0, has_aux=False):
+    """``fn(*args)`` and its gradient with respect to the argument(s) ``argnums`` (as jax.value_and_grad).
+
+    ``fn`` returns a float scalar (or ``(scalar, aux)`` with ``has_aux=True``: the result is then
+    ``((value, aux), grads)``). An argument may be a dict, list or tuple of arrays; its gradient has the
+    same structure. A tuple ``argnums`` gives a tuple of gradients.
+
+    >>> import minigrad as mg
+    >>> v, g = mg.value_and_grad(lambda x: (x * x).sum())(mg.tensor([1.0, 2.0]))
+    >>> v.item(), g.tolist()
+    (5.0, [2.0, 4.0])
+    """
+    who = 'value_and_grad'
+    if not callable(fn):
+        raise GradError(f'{who}: fn must be a function, got {type(fn).__name__}')
+
+    def value_and_grad_fn(*args):
+        nums = _argnums(argnums, len(args), who)
+        leaves, rebuild = _leaves(args, nums, who)
+        g, inputs, captured, grads, out, aux, aux_rebuild = _trace(fn, leaves, rebuild, nums, has_aux, who)
+        vals = replay(g, [v for vs in leaves for v in vs] + captured, [c for c, _ in g.captures], inputs=inputs,
+                      outputs=[out, *grads, *aux])
+        vals = [_as_value(v, leaves) for v in vals]
+        value, rest = vals[0], iter(vals[1:])
+        per_arg = [rebuild[i]([next(rest) for _ in leaves[i]]) for i in nums]
+        aux_val = aux_rebuild(list(rest)) if has_aux else None
+        res = tuple(per_arg) if isinstance(argnums, (tuple, list)) else per_arg[0]
+        return ((value, aux_val) if has_aux else value), res
+    return value_and_grad_fn
+
+
+def _as_value(v, leaves):
+    """A constant the replay gave as numpy becomes a Tensor when the arguments are Tensors."""
+    if isinstance(v, _VALUES) or any(isinstance(x, (Symbol, Batched, Dual)) for vs in leaves for x in vs):
+        return v
+    return core.hooks.lift(np.asarray(v))
+
+
+def grad(fn, argnums=0, has_aux=False):
+    """The gradient of a scalar ``fn`` with respect to argument ``argnums`` (as jax.grad / torch.func.grad).
+
+    Composes with mg.vmap (per-example gradients), mg.jvp / mg.jacfwd (Hessians), mg.jit and Symbols.
+
+    >>> import minigrad as mg
+    >>> mg.grad(lambda x, y: (x * y).sum(), argnums=(0, 1))(mg.tensor([1.0]), mg.tensor([3.0]))
+    (tensor([3.]), tensor([1.]))
+    """
+    vg = value_and_grad(fn, argnums, has_aux)
+
+    def grad_fn(*args):
+        value, g = vg(*args)
+        return (g, value[1]) if has_aux else g
+    return grad_fn
+
+
+def hessian(fn, argnums=0):
+    """The Hessian of a scalar ``fn`` of one array: forward over reverse (mg.jacfwd of mg.grad).
+
+    >>> import minigrad as mg
+    >>> mg.hessian(lambda x: (x ** 3).sum())(mg.tensor([1.0, 2.0])).tolist()
+    [[6.0, 0.0], [0.0, 12.0]]
+    """
+    return jacfwd(grad(fn, argnums))
