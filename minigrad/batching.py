@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import core, ops as P
+from .control import COND, replay, while_loop
 from .core import Aval, aval_of, describe, fmt_shape, normalize_axes
 from .errors import MinigradError, ShapeError
 from .functional import OpsMixin
@@ -46,6 +47,9 @@ class Batched(OpsMixin):
 
     def __repr__(self):
         return f'Batched({self.val!r})'
+
+
+_VALUES = (core.hooks.tensor_type, core.hooks.symbol_type, core.hooks.dual_type, Batched)
 
 
 def _rank(v, batched):
@@ -210,9 +214,62 @@ def batch_apply(prim, args, params):
     if prim.batch is None:
         raise BatchError(f"vmap: primitive '{prim.name}' has no batching rule; give its record batch=... "
                          f'(elementwise ops can use minigrad.batching.elementwise)')
+    if prim.multiple_results:       # graph nodes (cond): their rule runs their sub-graphs on the batched values
+        return prim.batch(prim, args, **params)
     # the example shapes first: a shape error names the op and the shapes the function sees
     prim.shape_rule(*[Aval(a.shape, a.dtype) if d else aval_of(a) for a, d in zip(args, dims)], **params)
     return Batched(prim.batch(prim, vals, dims, **params), level)
+
+
+# ------------------------------------------------------------------ control flow with a batched predicate
+def _unwrap(v, level, size, op):
+    """v as an array batched along axis 0 at this level (an unbatched value is repeated)."""
+    if type(v) is Batched and v.level == level:
+        return v.val
+    return _batch(v if isinstance(v, _VALUES) else core.hooks.lift(v), size, op)
+
+
+def _select(pred, level, size, new, old, op):
+    """where(pred, new, old) per example, on the arrays batched along axis 0."""
+    n, o = _unwrap(new, level, size, op), _unwrap(old, level, size, op)
+    return P.where(_front(pred, _rank(o, True)), n, o)
+
+
+def batch_cond(pred, true_fn, false_fn):
+    """mg.cond with one predicate per example: both branches run on the whole batch, then each example
+    takes its branch's values (as jax.vmap of lax.cond)."""
+    level, size = pred.level, aval_of(pred.val).shape[0]
+    p = P.reshape(pred.val, shape=(-1 if size is None else size,))
+    t, f = true_fn(), false_fn()
+    ts, rebuild = flatten(t)
+    fs = flatten(f)[0]
+    if len(ts) != len(fs):
+        raise BatchError(f'cond: the branches return {len(ts)} and {len(fs)} values; both must return the same')
+    return rebuild([Batched(_select(p, level, size, a, b, 'cond'), level) for a, b in zip(ts, fs)])
+
+
+def batch_while(cond, body, vs, loop_vars, single, limit, name):
+    """mg.while_loop over batched loop variables: it runs while any example's condition holds, and an
+    example whose condition fails keeps its values (the body still runs on it; where() discards that)."""
+    level = max(v.level for v in vs if type(v) is Batched)
+    size = _size([v.val for v in vs if type(v) is Batched and v.level == level], [True] * len(vs))
+    raw = [_unwrap(v, level, size, f"while_loop '{name}'") for v in vs]
+
+    def lanes(r):
+        c = cond(*[Batched(x, level) for x in r])
+        c = _unwrap(c, level, size, f"while_loop '{name}'")
+        return P.reshape(c, shape=(-1 if size is None else size,))
+
+    def body_all(*r):
+        new = body(*[Batched(x, level) for x in r])
+        new = [new] if not isinstance(new, (list, tuple)) else new
+        if len(new) != len(r):
+            raise BatchError(f"while_loop '{name}': body returns {len(new)} values for {len(r)} loop vars")
+        active = lanes(r)
+        return [_select(active, level, size, n, Batched(o, level), f"while_loop '{name}'") for n, o in zip(new, r)]
+    out = while_loop(lambda *r: P.max_(lanes(r)), body_all, raw, max_iterations=limit, name=name)
+    out = [Batched(o, level) for o in ([out] if len(raw) == 1 else out)]
+    return out[0] if single else type(loop_vars)(out)
 
 
 # ------------------------------------------------------------------ mg.vmap
@@ -268,8 +325,7 @@ def _move_in(a, ax, i, size):
     """Argument i's leaf with its batch axis ax moved to the front, and the batch size so far."""
     if ax is None:
         return a, size
-    a = a if isinstance(a, (core.hooks.tensor_type, core.hooks.symbol_type, core.hooks.dual_type, Batched)) \
-        else core.hooks.lift(a)
+    a = a if isinstance(a, _VALUES) else core.hooks.lift(a)
     shape = aval_of(a).shape
     if shape is None or not -len(shape) <= ax < len(shape):
         raise BatchError(f'vmap: in_axes[{i}] = {ax} is out of range for argument {i}, {describe(a)}')
@@ -289,8 +345,7 @@ def _move_out(o, level, size, ax):
     if type(o) is Batched and o.level == level:
         o = o.val
     else:       # the same for every example: repeat it
-        o = o if isinstance(o, (core.hooks.tensor_type, core.hooks.symbol_type, core.hooks.dual_type, Batched)) \
-            else core.hooks.lift(o)
+        o = o if isinstance(o, _VALUES) else core.hooks.lift(o)
         o = _batch(o, size, 'vmap output')
     rank = _rank(o, False)
     if not -rank <= ax < rank:
@@ -322,5 +377,15 @@ def flatten(tree):
     return [leaf for p in parts for leaf in p[0]], rebuild
 
 
+def _cond_node(prim, args, true_graph, false_graph):
+    """A cond node met under vmap (mg.grad of a function with mg.cond, replayed): both branches, then select."""
+    pred, caps = P.reshape(args[0], shape=()), args[1:]
+    t, f = replay(true_graph, [], caps), replay(false_graph, [], caps)
+    return tuple(P.where(pred, a, b) for a, b in zip(t, f))
+
+
+COND.batch = _cond_node
 core.hooks.batch_type = Batched
 core.hooks.batch_apply = batch_apply
+core.hooks.batch_cond = batch_cond
+core.hooks.batch_while = batch_while

@@ -14,7 +14,7 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 # Lowest first. A module imports only from layers below its own (a sub-package is one module here;
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
 LAYERS = [['errors', 'hints'], ['core'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
-          ['interpreter', 'forward', 'optim', 'data'], ['control', 'batching'], ['compiler', 'func'], ['session'],
+          ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler', 'batching'], ['session', 'func'],
           ['trace'],
           ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
