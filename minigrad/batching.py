@@ -10,6 +10,9 @@ so vmap of jvp, jvp of vmap and vmap of vmap each keep their own batch (as Autod
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 from . import core, ops as P
@@ -229,45 +232,64 @@ def _unwrap(v, level, size, op):
     return _batch(v if isinstance(v, _VALUES) else core.hooks.lift(v), size, op)
 
 
-def _select(pred, level, size, new, old, op):
-    """where(pred, new, old) per example, on the arrays batched along axis 0."""
-    n, o = _unwrap(new, level, size, op), _unwrap(old, level, size, op)
-    return P.where(_front(pred, _rank(o, True)), n, o)
-
-
 def batch_cond(pred, true_fn, false_fn):
-    """mg.cond with one predicate per example: both branches run on the whole batch, then each example
-    takes its branch's values (as jax.vmap of lax.cond)."""
-    level, size = pred.level, aval_of(pred.val).shape[0]
-    p = P.reshape(pred.val, shape=(-1 if size is None else size,))
-    t, f = true_fn(), false_fn()
-    ts, rebuild = flatten(t)
-    fs = flatten(f)[0]
+    """mg.cond under vmap: both branches run on the whole batch, then each example takes its branch's
+    values (as jax.vmap of lax.cond with a batched predicate); where() batches like any op."""
+    p = P.reshape(pred, shape=())
+    ts, rebuild = flatten(true_fn())
+    fs = flatten(false_fn())[0]
     if len(ts) != len(fs):
         raise BatchError(f'cond: the branches return {len(ts)} and {len(fs)} values; both must return the same')
-    return rebuild([Batched(_select(p, level, size, a, b, 'cond'), level) for a, b in zip(ts, fs)])
+    return rebuild([P.where(p, a, b) for a, b in zip(ts, fs)])
+
+
+class _Active(threading.local):
+    def __init__(self):
+        self.stack = []             # (level, batch size) of each running vmap; None hides them (mg.grad's trace)
+
+
+_active = _Active()
+
+
+@contextlib.contextmanager
+def scope(entry):
+    """Run a block with ``entry`` as the innermost vmap ((level, size), or None: no vmap active)."""
+    _active.stack.append(entry)
+    try:
+        yield
+    finally:
+        _active.stack.pop()
+
+
+def vmap_active() -> bool:
+    return bool(_active.stack) and _active.stack[-1] is not None
 
 
 def batch_while(cond, body, vs, loop_vars, single, limit, name):
-    """mg.while_loop over batched loop variables: it runs while any example's condition holds, and an
-    example whose condition fails keeps its values (the body still runs on it; where() discards that)."""
-    level = max(v.level for v in vs if type(v) is Batched)
-    size = _size([v.val for v in vs if type(v) is Batched and v.level == level], [True] * len(vs))
-    raw = [_unwrap(v, level, size, f"while_loop '{name}'") for v in vs]
+    """mg.while_loop under vmap: every loop variable is batched, the loop runs while any example's
+    condition holds, and an example whose condition fails keeps its values (the body still runs on it;
+    where() discards that)."""
+    entry = _active.stack[-1]
+    level, size = entry
+    what = f"while_loop '{name}'"
+    raw = [_unwrap(v, level, size, what) for v in vs]
 
     def lanes(r):
-        c = cond(*[Batched(x, level) for x in r])
-        c = _unwrap(c, level, size, f"while_loop '{name}'")
+        with scope(entry):
+            c = cond(*[Batched(x, level) for x in r])
+        c = _unwrap(c, level, size, what)
         return P.reshape(c, shape=(-1 if size is None else size,))
 
     def body_all(*r):
-        new = body(*[Batched(x, level) for x in r])
+        with scope(entry):
+            new = body(*[Batched(x, level) for x in r])
         new = [new] if not isinstance(new, (list, tuple)) else new
         if len(new) != len(r):
             raise BatchError(f"while_loop '{name}': body returns {len(new)} values for {len(r)} loop vars")
         active = lanes(r)
-        return [_select(active, level, size, n, Batched(o, level), f"while_loop '{name}'") for n, o in zip(new, r)]
-    out = while_loop(lambda *r: P.max_(lanes(r)), body_all, raw, max_iterations=limit, name=name)
+        return [P.where(_front(active, _rank(o, True)), _unwrap(n, level, size, what), o) for n, o in zip(new, r)]
+    with scope(None):       # the loop itself runs on the batched arrays
+        out = while_loop(lambda *r: P.max_(lanes(r)), body_all, raw, max_iterations=limit, name=name)
     out = [Batched(o, level) for o in ([out] if len(raw) == 1 else out)]
     return out[0] if single else type(loop_vars)(out)
 
@@ -299,7 +321,8 @@ def vmap(fn, in_axes=0, out_axes=0):
                     v, size = _move_in(leaf, ax, i, size)
                     vals.append(v if ax is None else Batched(v, level))
                 ins.append(rebuild(vals))
-            out = fn(*ins)
+            with scope((level, size)):
+                out = fn(*ins)
         finally:
             _levels.depth -= 1
         leaves, rebuild = flatten(out)
@@ -389,3 +412,4 @@ core.hooks.batch_type = Batched
 core.hooks.batch_apply = batch_apply
 core.hooks.batch_cond = batch_cond
 core.hooks.batch_while = batch_while
+core.hooks.vmap_active = vmap_active

@@ -151,8 +151,9 @@ class _Hooks:
     dual_apply: Callable = None          # (prim, args, params) -> Dual | value
     batch_type: type = type('NoBatched', (), {})   # batching.Batched (vmap's values)
     batch_apply: Callable = None         # (prim, args, params) -> Batched
-    batch_cond: Callable = None          # mg.cond / mg.while_loop on batched values (batching.py)
+    batch_cond: Callable = None          # mg.cond / mg.while_loop under mg.vmap (batching.py)
     batch_while: Callable = None
+    vmap_active: Callable = staticmethod(lambda: False)
     lift: Callable = None                # plain data -> Tensor (tensor.py)
     display: Callable = staticmethod(lambda obj: {'text/plain': repr(obj)})  # Jupyter's view; viz plugs its drawer in
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import core
-from .batching import Batched, BatchError, flatten, vmap
+from .batching import Batched, BatchError, flatten, scope, vmap
 from .control import replay
 from .core import aval_of, describe, fmt_shape
 from .errors import MinigradError
@@ -54,7 +54,8 @@ def _trace(fn, leaves, rebuild, argnums, has_aux, who):
     with g.as_default():
         phs = [[placeholder(aval_of(v).dtype, aval_of(v).shape, name=f'arg{i}') for v in vs]
                for i, vs in enumerate(leaves)]
-        out = fn(*[r(p) for r, p in zip(rebuild, phs)])
+        with scope(None):           # fn sees placeholders: no batched values inside the trace
+            out = fn(*[r(p) for r, p in zip(rebuild, phs)])
         aux = None
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -203,7 +204,8 @@ def jacrev(fn):
         g.capture_tensor = hook = _Captured()
         with g.as_default():
             p = placeholder(x.dtype, x.shape, name='x')
-            out = g.lift(_one_output(fn(p), 'jacrev'))
+            with scope(None):
+                out = g.lift(_one_output(fn(p), 'jacrev'))
             seed = placeholder(out.dtype, out.shape, name='seed')
             gx = gradients(out, [p], [seed])[0]
         g.capture_tensor = None
