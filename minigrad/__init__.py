@@ -35,8 +35,8 @@ from .functional import (add, subtract, multiply, divide, negative, power, exp, 
                          sigmoid, relu, abs, maximum, minimum, where, less, greater, equal, sum, mean, max,
                          min, matmul, reshape, transpose, broadcast_to, concatenate, stack, softmax,
                          log_softmax, logsumexp, stop_gradient, cast, getitem)
-from .tensor import (Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor, zeros, ones,
-                     full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng)
+from .tensor import Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor
+from .factories import zeros, ones, full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng
 from .graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_default_graph,
                     reset_default_graph, gradients, group)
 from .session import Session
@@ -45,7 +45,8 @@ from . import nn, optim, data
 from .control import cond, while_loop, MaxIterationsError
 from . import viz
 from .viz import draw
-from .trace import trace, jit, TracedFunction, JitFunction
+from .trace import trace, TracedFunction
+from .jit import jit, JitFunction
 from . import compiler
 from .compiler import compile, Program
 from . import testing

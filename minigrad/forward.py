@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from . import core
+from . import core, ops as P
 from .core import aval_of, describe, fmt_shape
 from .errors import ForwardError, ShapeError
 from .functional import OpsMixin, reshape, stack
@@ -286,6 +286,108 @@ def _one_output(out, who):
     if aval_of(out).dtype.kind != 'f':
         raise ForwardError(f'{who}: fn returned {describe(out)}; only floating outputs have derivatives')
     return out
+
+
+# ------------------------------------------------- JVP rules, one per primitive (read by dual_apply above)
+# ``jvp(primals, tangents, out, **params) -> tangent of out``, written in minigrad ops like the VJPs, so
+# a tangent is differentiable again. A None tangent is zero; dual_apply calls a rule only for floating
+# results. (cond, while and call nodes keep theirs beside their own rules, in control.py and trace.py.)
+def _fit(t, out):
+    """An input's tangent as a tangent of out: broadcast as the op broadcast the input, in out's dtype."""
+    if t is None:
+        return None
+    at, ao = aval_of(t), aval_of(out)
+    if at.shape is None or at.shape != ao.shape:
+        t = P.broadcast_like(t, out)
+    return t if at.dtype == ao.dtype else P.cast(t, dtype=ao.dtype)
+
+
+def _tsum(out, *terms):
+    """The sum of the tangent terms that are not None (zero), as a tangent of out; None if all are."""
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else P.add(total, t)
+    return _fit(total, out)
+
+
+def _scale(t, d):
+    """t * d, the tangent of a unary elementwise op with derivative d."""
+    return None if t is None else P.mul(t, d)
+
+
+def _linear(op):
+    """The JVP of an op linear in its first input: the tangent goes through the op itself."""
+    return lambda p, t, out, **params: None if t[0] is None else op(t[0], *p[1:], **params)
+
+
+def _pow_jvp(p, t, out):
+    """The VJP's masks: no d/dx where y == 0, no d/dy where x == 0 and y >= 0."""
+    (x, y), (tx, ty) = p, t
+    dx = dy = None
+    if tx is not None and type(y) in (int, float):
+        dx = None if y == 0 else P.mul(tx, P.mul(P.pow_(x, y - 1), y))
+    elif tx is not None:
+        y0 = P.equal(y, 0)
+        dx = P.mul(tx, P.where(y0, 0, P.mul(y, P.pow_(x, P.add(P.where(y0, 1, y), -1)))))
+    if ty is not None:
+        x0 = P.mul(P.equal(x, 0), P.greater_equal(y, 0))
+        dy = P.mul(ty, P.where(x0, 0, P.mul(out, P.log(P.where(x0, 1, x)))))
+    return _tsum(out, dx, dy)
+
+
+def _maximum_jvp(p, t, out):
+    """Ties take half of each tangent, a nan both (the VJP's split, transposed)."""
+    (x, y), (tx, ty) = p, t
+    half = P.where(P.equal(x, y), 0.5, 1.0)
+    return _tsum(out, None if tx is None else P.mul(tx, P.where(P.less(x, y), 0, half)),
+                 None if ty is None else P.mul(ty, P.where(P.greater(x, y), 0, half)))
+
+
+def _max_jvp(p, t, out, axis=None, keepdims=False, initial=None):
+    """The mean of the tangents at the maxima (ties share; a nan max takes the nans'): the VJP transposed."""
+    x, tx = p[0], t[0]
+    if tx is None:
+        return None
+    at_max = P.equal(x, P.broadcast_like(out, x, axes=P.kept_axes(x, axis, keepdims)))
+    mask = P.cast(P.add(at_max, P.not_equal(x, x)), dtype=aval_of(tx).dtype)
+    count = P.maximum(P.sum_(mask, axis=axis, keepdims=keepdims), 1)     # 0 where `initial` won: no 0 / 0
+    return P.div(P.sum_(P.mul(tx, mask), axis=axis, keepdims=keepdims), count)
+
+
+def _concat_jvp(p, t, out, axis=0):
+    """Zeros in out's dtype stand in for the inputs without a tangent."""
+    if all(ti is None for ti in t):
+        return None
+    dt = aval_of(out).dtype
+    parts = [P.broadcast_like(np.zeros((), dt), x) if ti is None else
+             ti if aval_of(ti).dtype == dt else P.cast(ti, dtype=dt) for x, ti in zip(p, t)]
+    return P.concatenate(*parts, axis=axis)
+
+
+def _no_tangent(p, t, out, **params):     # comparisons (bool results) and stop_gradient
+    return None
+
+
+P.add.jvp = lambda p, t, out: _tsum(out, *t)
+P.mul.jvp = lambda p, t, out: _tsum(out, _scale(t[0], p[1]), _scale(t[1], p[0]))
+P.div.jvp = lambda p, t, out: _tsum(out, None if t[0] is None else P.div(t[0], p[1]),
+                                    None if t[1] is None else P.neg(P.mul(t[1], P.div(out, p[1]))))
+P.pow_.jvp, P.maximum.jvp, P.max_.jvp, P.concatenate.jvp = _pow_jvp, _maximum_jvp, _max_jvp, _concat_jvp
+P.exp.jvp = lambda p, t, out: _scale(t[0], out)
+P.log.jvp = lambda p, t, out: P.div(t[0], p[0])
+P.sin.jvp = lambda p, t, out: _scale(t[0], P.cos(p[0]))
+P.cos.jvp = lambda p, t, out: _scale(t[0], P.neg(P.sin(p[0])))
+P.tanh.jvp = lambda p, t, out: _scale(t[0], P.add(1, P.neg(P.mul(out, out))))
+P.where.jvp = lambda p, t, out: _tsum(out, None if t[1] is None else P.where(p[0], t[1], 0),
+                                      None if t[2] is None else P.where(p[0], 0, t[2]))
+P.matmul.jvp = lambda p, t, out: _tsum(out, None if t[0] is None else P.matmul(t[0], p[1]),
+                                       None if t[1] is None else P.matmul(p[0], t[1]))
+for _op in (P.less, P.equal, P.stop_gradient):
+    _op.jvp = _no_tangent
+for _op in (P.cast, P.sum_, P.reshape, P.transpose, P.broadcast_to, P.getitem, P.scatter_add,
+            P.sum_to_like, P.broadcast_like, P.reshape_like):
+    _op.jvp = _linear(_op)
 
 
 core.hooks.dual_type = Dual

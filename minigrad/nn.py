@@ -17,7 +17,8 @@ from . import functional as F
 from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, apply, check_int
 from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
-from .tensor import Tensor, Rebinds, tensor, rng, no_grad
+from .tensor import Tensor, Rebinds, tensor, no_grad
+from .factories import rng
 from . import optim
 from .compiler import compile as compile_
 from .control import cond

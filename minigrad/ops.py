@@ -15,15 +15,12 @@ minigrad/compiler/ops.py. The primitives (27):
 Negation, subtraction (in numpy 2's result dtype, NEP 50), ``>``, ``<=``, ``>=``, ``!=`` and ``flip`` (what
 min is made of) are composites below (the rules use them).
 
-This is the only file with differentiation rules. VJPs are written with the
-primitives themselves, so one rule computes numbers during a plain backward
-(numpy in, numpy out), records a new graph with ``create_graph=True`` (Tensors in)
-and adds backward nodes to a static graph (Symbols in).
-VJP signature: ``vjp(needs, g, out, *inputs, **params)``. Beside it, the forward-mode rule
-``jvp(primals, tangents, out, **params) -> tangent of out`` (a None tangent is zero; forward.py
-calls it only for floating results), in the same ops. Each record also says how
-the compiler emits it (``ufunc``, ``view``, ``emit``) and simplifies it (``unit``,
-``zero``, ``compose``, ``lower``): see core.Primitive.
+VJPs are written with the primitives themselves, so one rule computes numbers during a plain
+backward (numpy in, numpy out), records a new graph with ``create_graph=True`` (Tensors in) and adds
+backward nodes to a static graph (Symbols in). VJP signature: ``vjp(needs, g, out, *inputs, **params)``.
+The other interpretations fill their own fields of these records beside the code that reads them:
+forward.py the JVP rules, compiler/rules.py what the compiler emits, simplifies and lowers, export.py
+the ONNX form (see core.Primitive).
 """
 from __future__ import annotations
 
@@ -44,27 +41,6 @@ def ew(name, impl, vjp=None, **flags) -> Primitive:
     """An elementwise primitive: a numpy ufunc (broadcasting, dtype promotion, an out= buffer)."""
     return prim(name, impl, functools.partial(elementwise_rule, _op=name, _ufunc=impl), vjp, elementwise=True,
                 ufunc=impl.__name__, **flags)
-
-
-# ------------------------------------------------- how the compiler writes ops that are no ufunc
-def _call(fn, *args, out=None, kw_out=False):
-    """Generated code for ``fn(*args, out)``; ``fn`` is a bound numpy function name."""
-    if out:
-        args += (('out=' if kw_out else '') + out,)
-    return f'{fn}({", ".join(args)})'
-
-
-def _emit_view(fn):
-    """A view op: ``np.<fn>(x, <its one param>)``."""
-    return lambda a, out, params, ctx: _call(ctx.fn(fn), a[0], *[ctx.lit(v) for v in params.values()])
-
-
-def _emit_into(expr):
-    """An op whose numpy form allocates: copy into the planned buffer when there is one."""
-    def emit(a, out, params, ctx):
-        e = expr(a, params, ctx)
-        return f"{ctx.fn('copyto')}({out}, {e}, casting='unsafe')" if out else e
-    return emit
 
 
 def _ndim(x):
@@ -99,40 +75,6 @@ def _unbroadcast(g, x):
     return sum_to_like(g, x)
 
 
-# ------------------------------------------------- helpers for JVPs (a None tangent is zero)
-def _fit(t, out):
-    """An input's tangent as a tangent of out: broadcast as the op broadcast the input, in out's dtype."""
-    if t is None:
-        return None
-    at, ao = aval_of(t), aval_of(out)
-    if at.shape is None or at.shape != ao.shape:
-        t = broadcast_like(t, out)
-    return t if at.dtype == ao.dtype else cast(t, dtype=ao.dtype)
-
-
-def _tsum(out, *terms):
-    """The sum of the tangent terms that are not None (zero), as a tangent of out; None if all are."""
-    total = None
-    for t in terms:
-        if t is not None:
-            total = t if total is None else add(total, t)
-    return _fit(total, out)
-
-
-def _scale(t, d):
-    """t * d, the tangent of a unary elementwise op with derivative d."""
-    return None if t is None else mul(t, d)
-
-
-def _lin(op, p, t, params):
-    """The JVP of an op linear in its first input: the tangent goes through the op itself."""
-    return None if t[0] is None else op(t[0], *p[1:], **params)
-
-
-def _no_tangent(p, t, out, **params):     # comparisons (bool) and stop_gradient: the tangent is zero
-    return None
-
-
 def _like_rule(g, ref, **params):
     return Aval(ref.shape, ref.dtype if ref.dtype.kind == 'f' else g.dtype)
 
@@ -150,73 +92,28 @@ def _to_ref_rule(g, ref, axes=()):
     return Aval(ref.shape, g.dtype)
 
 
-def _known(s):
-    return s.shape is not None and None not in s.shape
-
-
-def _lower_sum_to_like(b, x, ref):
-    """With static shapes: sum over the broadcast axes, reshape, cast."""
-    if not (_known(x) and _known(ref)):
-        return None
-    lead = len(x.shape) - len(ref.shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(ref.shape) if d == 1 and x.shape[i + lead] != 1)
-    if axes:
-        x = b.emit(sum_, [x], axis=axes, keepdims=True)
-    if tuple(x.shape) != tuple(ref.shape):
-        x = b.emit(reshape, [x], shape=tuple(ref.shape))
-    dt = _like_rule(x, ref).dtype
-    return x if x.dtype == dt else b.emit(cast, [x], dtype=dt)
-
-
-def _lower_broadcast_like(b, x, ref, axes=()):
-    """With static shapes: re-insert the reduced axes (reshape), then broadcast_to."""
-    if not _known(ref) or (axes and not _known(x)):
-        return None
-    if axes:
-        shape = list(x.shape)
-        for a in sorted(axes):
-            shape.insert(a, 1)
-        x = b.emit(reshape, [x], shape=tuple(shape)) if tuple(shape) != tuple(x.shape) else x
-    return x if _known(x) and tuple(x.shape) == tuple(ref.shape) else \
-        b.emit(broadcast_to, [x], shape=tuple(ref.shape))
-
-
-def _lower_reshape_like(b, x, ref):
-    if not _known(ref):
-        return None
-    return x if _known(x) and tuple(x.shape) == tuple(ref.shape) else b.emit(reshape, [x], shape=tuple(ref.shape))
-
-
 sum_to_like = prim('sum_to_like', _sum_to_like_impl, _like_rule,
-                   lambda n, g, out, x, ref: (broadcast_like(g, x), None), lower=_lower_sum_to_like,
-                   saves_inputs=False, jvp=lambda p, t, out, **k: _lin(sum_to_like, p, t, k),
+                   lambda n, g, out, x, ref: (broadcast_like(g, x), None), saves_inputs=False,
                    doc='sum x down to the shape of ref (undoes broadcasting); VJP of broadcasting')
 broadcast_like = prim('broadcast_like', _broadcast_like_impl, _to_ref_rule,
                       lambda n, g, out, x, ref, axes=(): (
-                          sum_to_like(sum_(g, axis=axes) if axes else g, x), None), lower=_lower_broadcast_like,
-                      saves_inputs=False, jvp=lambda p, t, out, **k: _lin(broadcast_like, p, t, k),
+                          sum_to_like(sum_(g, axis=axes) if axes else g, x), None), saves_inputs=False,
                       doc='broadcast x (with the reduced `axes` re-inserted) to the shape of ref')
 reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)), _to_ref_rule,
-                    lambda n, g, out, x, ref: (reshape_like(g, x), None), lower=_lower_reshape_like,
-                    saves_inputs=False, jvp=lambda p, t, out, **k: _lin(reshape_like, p, t, k),
+                    lambda n, g, out, x, ref: (reshape_like(g, x), None), saves_inputs=False,
                     doc='reshape x to the shape of ref; VJP of reshape')
 
 
 # ------------------------------------------------- elementwise arithmetic
 add = ew('add', np.add, lambda n, g, out, x, y: (        # x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
     _unbroadcast(g, x) if n[0] else None,
-    _unbroadcast(g, y) if n[1] else None), unit=-0.0, saves_inputs=False, jvp=lambda p, t, out: _tsum(out, *t),
-    kernel=lambda a, params, ctx: f'{a[0]} + {a[1]}')
+    _unbroadcast(g, y) if n[1] else None), saves_inputs=False)
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, y), x) if n[0] else None,
-    _unbroadcast(mul(g, x), y) if n[1] else None), unit=1, zero=0, kernel=lambda a, params, ctx: f'{a[0]} * {a[1]}',
-    jvp=lambda p, t, out: _tsum(out, _scale(t[0], p[1]), _scale(t[1], p[0])))
+    _unbroadcast(mul(g, x), y) if n[1] else None))
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
-    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True,   # PyTorch's -g * (x/y) / y
-    kernel=lambda a, params, ctx: f'{a[0]} / {a[1]}',         # x/0 is inf/nan: kernels use error_model='numpy'
-    jvp=lambda p, t, out: _tsum(out, None if t[0] is None else div(t[0], p[1]),
-                                None if t[1] is None else neg(mul(t[1], div(out, p[1])))))
+    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True)   # PyTorch's -g * (x/y) / y
 
 
 def _pow_vjp(n, g, out, x, y):
@@ -228,11 +125,13 @@ def _pow_vjp(n, g, out, x, y):
             gx = where(True, 0, g) if y == 0 else mul(mul(g, y), pow_(x, y - 1))
         else:
             y0 = equal(y, 0)
-            gx = where(y0, 0, mul(mul(g, y), pow_(x, add(where(y0, 1, y), -1))))   # no 0 ** -1 warning
+            y_safe = where(y0, 1, y)                            # no 0 ** -1 warning
+            gx = where(y0, 0, mul(mul(g, y), pow_(x, add(y_safe, -1))))
         gx = _unbroadcast(gx, x)
     if n[1]:
         x0 = mul(equal(x, 0), greater_equal(y, 0))      # bool * bool: and
-        gy = _unbroadcast(mul(g, where(x0, 0, mul(pow_(x, y), log(where(x0, 1, x))))), y)  # no log(0) warning
+        log_x = log(where(x0, 1, x))                            # no log(0) warning
+        gy = _unbroadcast(mul(g, where(x0, 0, mul(pow_(x, y), log_x))), y)
     return gx, gy
 
 
@@ -244,41 +143,14 @@ def _maximum_vjp(n, g, out, x, y):
             _unbroadcast(where(greater(x, y), 0, half), y) if n[1] else None)
 
 
-def _pow_jvp(p, t, out):
-    """The VJP's masks: no d/dx where y == 0, no d/dy where x == 0 and y >= 0."""
-    (x, y), (tx, ty) = p, t
-    dx = dy = None
-    if tx is not None and type(y) in (int, float):
-        dx = None if y == 0 else mul(tx, mul(pow_(x, y - 1), y))
-    elif tx is not None:
-        y0 = equal(y, 0)
-        dx = mul(tx, where(y0, 0, mul(y, pow_(x, add(where(y0, 1, y), -1)))))
-    if ty is not None:
-        x0 = mul(equal(x, 0), greater_equal(y, 0))
-        dy = mul(ty, where(x0, 0, mul(out, log(where(x0, 1, x)))))
-    return _tsum(out, dx, dy)
-
-
-def _maximum_jvp(p, t, out):
-    """Ties take half of each tangent, a nan both (the VJP's split, transposed)."""
-    (x, y), (tx, ty) = p, t
-    half = where(equal(x, y), 0.5, 1.0)
-    return _tsum(out, None if tx is None else mul(tx, where(less(x, y), 0, half)),
-                 None if ty is None else mul(ty, where(greater(x, y), 0, half)))
-
-
-pow_ = ew('pow', np.power, _pow_vjp, jvp=_pow_jvp, kernel=lambda a, params, ctx: f'{a[0]} ** {a[1]}')
-maximum = ew('maximum', np.maximum, _maximum_vjp, jvp=_maximum_jvp,      # as numpy: nan wins, a tie gives y
-             kernel=lambda a, params, ctx: f'{a[0]} if {a[0]} > {a[1]} or {a[0]} != {a[0]} else {a[1]}')
-exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True, saves_inputs=False,
-         jvp=lambda p, t, out: _scale(t[0], out))
-log = ew('log', np.log, lambda n, g, out, x: (div(g, x),), jvp=lambda p, t, out: div(t[0], p[0]))
-sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),), jvp=lambda p, t, out: _scale(t[0], cos(p[0])))
-cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),),
-         jvp=lambda p, t, out: _scale(t[0], neg(sin(p[0]))))
-tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),), saves_out=True,
-          saves_inputs=False,
-          jvp=lambda p, t, out: _scale(t[0], add(1, neg(mul(out, out)))))
+pow_ = ew('pow', np.power, _pow_vjp)
+maximum = ew('maximum', np.maximum, _maximum_vjp)       # as numpy: nan wins, a tie gives y
+exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True, saves_inputs=False)
+log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
+sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),))
+cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),))
+tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),),   # 1 - tanh**2
+          saves_out=True, saves_inputs=False)
 
 
 def _bool_condition(dtype):
@@ -304,31 +176,21 @@ def _where_impl(c, x, y):
     return np.where(c, x, y)
 
 
-def _emit_where(a, out, params, ctx):
-    if not out:
-        return _call(ctx.fn('where'), *a)
-    copy = ctx.fn('copyto')          # two passes that keep inf/nan exact: y everywhere, then x where c
-    return f'{copy}({out}, {a[2]}); {copy}({out}, {a[1]}, where={a[0]})'
-
-
 where = prim('where', _where_impl, _where_rule, lambda n, g, out, c, x, y: (
     None,
     _unbroadcast(where(c, g, 0), x) if n[1] else None,
-    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True, emit=_emit_where,
-    jvp=lambda p, t, out: _tsum(out, None if t[1] is None else where(p[0], t[1], 0),
-                                None if t[2] is None else where(p[0], 0, t[2])), kernel=lambda a, params, ctx: f'{a[1]} if {a[0]} else {a[2]}')
+    _unbroadcast(where(c, 0, g), y) if n[2] else None), elementwise=True)
 
 
 def _cmp_rule(*avals, _op):
     return Aval(broadcast_shapes(_op, *[a.shape for a in avals]), bool_)
 
 
-def cmp(name, impl, symbol):   # comparisons: bool results, not differentiable
-    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__,
-                jvp=_no_tangent, kernel=lambda a, params, ctx: f'{a[0]} {symbol} {a[1]}')
+def cmp(name, impl):   # comparisons: bool results, not differentiable
+    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__)
 
 
-less, equal = cmp('less', np.less, '<'), cmp('equal', np.equal, '==')
+less, equal = cmp('less', np.less), cmp('equal', np.equal)
 
 
 # ------------------------------------------------- composites the rules use (no records of their own)
@@ -391,10 +253,7 @@ def _cast_rule(x, dtype):
 
 
 cast = prim('cast', lambda x, dtype: np.asarray(x).astype(dtype), _cast_rule,
-            lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True,
-            saves_inputs=False, jvp=lambda p, t, out, dtype: _lin(cast, p, t, {'dtype': dtype}),
-            emit=_emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})"),
-            kernel=lambda a, params, ctx: a[0])      # the kernel converts every value to its op's dtype
+            lambda n, g, out, x, dtype: (cast(g, dtype=aval_of(x).dtype),), elementwise=True, saves_inputs=False)
 
 
 # ------------------------------------------------- reductions
@@ -421,7 +280,7 @@ def describe_aval(a):
     return f'a tensor of shape {fmt_shape(a.shape)} ({a.dtype})'
 
 
-def _kept_axes(x, axis, keepdims):
+def kept_axes(x, axis, keepdims):
     """The axes broadcast_like must re-insert to undo a reduction."""
     if keepdims:
         return ()
@@ -431,22 +290,10 @@ def _kept_axes(x, axis, keepdims):
     return axis
 
 
-def _emit_reduce(ufunc):
-    """``np.add.reduce(x, axis, dtype, out, keepdims)``: one pass, into the planned buffer."""
-    def emit(a, out, params, ctx):
-        dt = ctx.dtype(ctx.out_dtype) if ctx.out_dtype != ctx.in_dtypes[0] else 'None'
-        e = _call(ctx.fn(f'{ufunc}.reduce'), a[0], ctx.lit(params.get('axis')), dt, out or 'None',
-                  ctx.lit(params.get('keepdims', False)), *([ctx.const(params['initial'])]
-                                                           if params.get('initial') is not None else []))
-        return e if out else f"{ctx.fn('asarray')}({e})"
-    return emit
-
-
 sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
             functools.partial(_reduce_rule, _op='sum'),
             lambda n, g, out, x, axis=None, keepdims=False: (
-                broadcast_like(g, x, axes=_kept_axes(x, axis, keepdims)),), emit=_emit_reduce('add'),
-            saves_inputs=False, jvp=lambda p, t, out, **k: _lin(sum_, p, t, k))
+                broadcast_like(g, x, axes=kept_axes(x, axis, keepdims)),), saves_inputs=False)
 
 
 def _max_impl(x, axis=None, keepdims=False, initial=None):
@@ -457,48 +304,36 @@ def _max_impl(x, axis=None, keepdims=False, initial=None):
 
 
 def _max_vjp(n, g, out, x, axis=None, keepdims=False, initial=None):
-    axes = _kept_axes(x, axis, keepdims)
+    axes = kept_axes(x, axis, keepdims)
     # ties share equally; a nan max goes to the nans (add of bools: or)
-    mask = cast(add(equal(x, broadcast_like(out, x, axes=axes)), not_equal(x, x)), dtype=aval_of(g).dtype)
+    at_max = equal(x, broadcast_like(out, x, axes=axes))
+    mask = cast(add(at_max, not_equal(x, x)), dtype=aval_of(g).dtype)
     count = broadcast_like(sum_(mask, axis=axis, keepdims=True), x)
     return (div(mul(broadcast_like(g, x, axes=axes), mask), count),)
 
 
-def _max_jvp(p, t, out, axis=None, keepdims=False, initial=None):
-    """The mean of the tangents at the maxima (ties share; a nan max takes the nans'): the VJP transposed."""
-    x, tx = p[0], t[0]
-    if tx is None:
-        return None
-    mask = cast(add(equal(x, broadcast_like(out, x, axes=_kept_axes(x, axis, keepdims))), not_equal(x, x)),
-                dtype=aval_of(tx).dtype)
-    count = maximum(sum_(mask, axis=axis, keepdims=keepdims), 1)     # 0 where `initial` won: no 0 / 0
-    return div(sum_(mul(tx, mask), axis=axis, keepdims=keepdims), count)
-
-
-max_ = prim('max', _max_impl, functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True,
-            emit=_emit_reduce('maximum'), jvp=_max_jvp)
+max_ = prim('max', _max_impl, functools.partial(_reduce_rule, _op='max'), _max_vjp, saves_out=True)
 
 
 # ------------------------------------------------- shape ops
 def _reshape_rule(x, shape):
     if x.shape is not None and None not in x.shape:
         size = int(np.prod(x.shape))
-        known = [d for d in shape if d != -1]
-        ok = (shape.count(-1) == 0 and int(np.prod(known)) == size) or \
-             (shape.count(-1) == 1 and (int(np.prod(known)) and size % int(np.prod(known)) == 0))
+        rest = int(np.prod([d for d in shape if d != -1]))      # the elements the given dims hold
+        if shape.count(-1) == 0:
+            ok = rest == size
+        else:                                                   # one -1: it takes what the others leave
+            ok = shape.count(-1) == 1 and rest != 0 and size % rest == 0
         if not ok:
             raise ShapeError(f'reshape: cannot reshape {describe_aval(x)} ({size} elements) into '
                              f'{fmt_shape(shape)}. The number of elements must stay the same; use -1 for '
                              f'one dimension to let minigrad work it out.')
-        return Aval(tuple(size // int(np.prod(known)) if d == -1 else d for d in shape), x.dtype)
+        return Aval(tuple(size // rest if d == -1 else d for d in shape), x.dtype)
     return Aval(tuple(None if d == -1 else d for d in shape), x.dtype)
 
 
 reshape = prim('reshape', lambda x, shape: np.reshape(x, shape), _reshape_rule,
-               lambda n, g, out, x, shape: (reshape_like(g, x),), view=True, emit=_emit_view('reshape'),
-               saves_inputs=False, jvp=lambda p, t, out, **k: _lin(reshape, p, t, k),
-               compose=lambda inner, outer, ndim: outer,
-               lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
+               lambda n, g, out, x, shape: (reshape_like(g, x),), view=True, saves_inputs=False)
 
 
 def _transpose_rule(x, axes=None):
@@ -515,32 +350,23 @@ def _transpose_vjp(n, g, out, x, axes=None):
     return (transpose(g, axes=None if axes is None else tuple(np.argsort(axes).tolist())),)
 
 
-def _compose_transpose(inner, outer, ndim):
-    """transpose(transpose(x, a), b) is transpose(x, a[b]); None when that is the identity."""
-    a = tuple(reversed(range(ndim))) if inner.get('axes') is None else tuple(inner['axes'])
-    b = tuple(reversed(range(ndim))) if outer.get('axes') is None else tuple(outer['axes'])
-    axes = tuple(a[i] for i in b)
-    return None if axes == tuple(range(ndim)) else {'axes': axes}
-
-
 transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp,
-                 view=True, emit=_emit_view('transpose'), compose=_compose_transpose,
-                 saves_inputs=False, jvp=lambda p, t, out, **k: _lin(transpose, p, t, k))
+                 view=True, saves_inputs=False)
 
 
 def _broadcast_to_rule(x, shape):
-    lead = len(shape) - len(x.shape) if x.shape is not None else 0
+    if x.shape is None:
+        return Aval(tuple(shape), x.dtype)
+    lead = len(shape) - len(x.shape)
     # each dim of x must be 1 or the target (an unknown dim is assumed to fit: checked when it runs)
-    if x.shape is not None and (lead < 0 or any(d not in (None, 1, t) for d, t in zip(x.shape, shape[lead:]))):
+    if lead < 0 or any(d not in (None, 1, t) for d, t in zip(x.shape, shape[lead:])):
         raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} to {fmt_shape(shape)}; '
                          f'each dimension must equal the target or be 1')
     return Aval(tuple(shape), x.dtype)
 
 
 broadcast_to = prim('broadcast_to', lambda x, shape: np.broadcast_to(x, shape), _broadcast_to_rule,
-                    lambda n, g, out, x, shape: (sum_to_like(g, x),), view=True, emit=_emit_view('broadcast_to'),
-                    saves_inputs=False, jvp=lambda p, t, out, **k: _lin(broadcast_to, p, t, k),
-                    lower=lambda b, x, shape: x if _known(x) and tuple(x.shape) == tuple(shape) else None)
+                    lambda n, g, out, x, shape: (sum_to_like(g, x),), view=True, saves_inputs=False)
 
 
 # ------------------------------------------------- indexing
@@ -634,14 +460,11 @@ def _scatter_add_impl(g, ref, idx):
 
 
 getitem = prim('getitem', lambda x, idx: x[idx], _getitem_rule,
-               lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),),
-               saves_inputs=False, jvp=lambda p, t, out, **k: _lin(getitem, p, t, k),
-               view=lambda params: not _has_array(params['idx']),     # basic indexing gives a view
-               emit=_emit_into(lambda a, p, ctx: f"{a[0]}[{ctx.lit(p['idx'])}]"))
+               lambda n, g, out, x, idx: (scatter_add(g, x, idx=idx),), saves_inputs=False,
+               view=lambda params: not _has_array(params['idx']))     # basic indexing gives a view
 scatter_add = prim('scatter_add', _scatter_add_impl,
                    lambda g, ref, idx: Aval(ref.shape, g.dtype),
                    lambda n, g, out, x, ref, idx: (getitem(g, idx=idx), None),
-                   jvp=lambda p, t, out, **k: _lin(scatter_add, p, t, k),
                    doc='zeros shaped like ref with x added at ref[idx]: the VJP of getitem')
 
 
@@ -661,7 +484,9 @@ def _matmul_rule(a, b):
                          f'{"only" if len(b.shape) == 1 else "second-to-last"} axis of b; '
                          f'transpose an operand (x.T) or fix the layer size.')
     batch = broadcast_shapes('matmul', a2[:-2], b2[:-2])
-    shape = batch + ((a2[-2],) if len(a.shape) > 1 else ()) + ((b2[-1],) if len(b.shape) > 1 else ())
+    rows = (a2[-2],) if len(a.shape) > 1 else ()       # a 1-D operand's added axis is dropped again
+    cols = (b2[-1],) if len(b.shape) > 1 else ()
+    shape = batch + rows + cols
     return Aval(shape, np.result_type(a.dtype, b.dtype))
 
 
@@ -699,19 +524,7 @@ def _matmul_vjp(n, g, out, a, b):
     return ga, gb
 
 
-def _lower_matmul(b, x, y):
-    """A contracted dim of size 1 makes matmul an outer product: a broadcast multiply (+ 0.0,
-    as matmul's sum starts from +0.0: -0.0 becomes +0.0)."""
-    if _known(x) and _known(y) and len(x.shape) >= 2 and len(y.shape) >= 2 and x.shape[-1] == 1:
-        p = b.emit(mul, [x, y])
-        return b.emit(add, [p, b.graph.lift(np.zeros((), p.dtype))]) if p.dtype.kind == 'f' else p
-    return None
-
-
-matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp, lower=_lower_matmul,
-              jvp=lambda p, t, out: _tsum(out, None if t[0] is None else matmul(t[0], p[1]),
-                                          None if t[1] is None else matmul(p[0], t[1])),
-              emit=lambda a, out, params, ctx: _call(ctx.fn('matmul'), *a, out=out))
+matmul = prim('matmul', np.matmul, _matmul_rule, _matmul_vjp)
 
 
 def _concat_rule(*xs, axis=0):
@@ -757,22 +570,9 @@ def _concat_vjp(n, g, out, *xs, axis=0):
     return tuple(grads)
 
 
-def _concat_jvp(p, t, out, axis=0):
-    """Zeros in out's dtype stand in for the inputs without a tangent."""
-    if all(ti is None for ti in t):
-        return None
-    dt = aval_of(out).dtype
-    parts = [broadcast_like(np.zeros((), dt), x) if ti is None else
-             ti if aval_of(ti).dtype == dt else cast(ti, dtype=dt) for x, ti in zip(p, t)]
-    return concatenate(*parts, axis=axis)
-
-
 concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp,
-                   saves_inputs=False, jvp=_concat_jvp,
-                   emit=lambda a, out, params, ctx: _call(ctx.fn('concatenate'), f'({", ".join(a)},)',
-                                                          ctx.lit(params.get('axis', 0)), out=out))
+                   saves_inputs=False)
 
 
-stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True, jvp=_no_tangent,
-                     emit=lambda a, out, params, ctx: a[0], lower=lambda b, x: x, kernel=lambda a, params, ctx: a[0],
+stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True,
                      doc='identity whose gradient is zero (x.detach() inside a graph)')

@@ -540,7 +540,7 @@ def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
     """
     target = x.grad_fn or x
     if not y._requires_grad or y.grad_fn is None:
-        return Tensor._make(_seed(y, gradient, False)) if y is x else zeros_like(x)
+        return Tensor._make(_seed(y, gradient, False)) if y is x else Tensor._make(np.zeros(x.shape, x.dtype))
     g = _seed(y, gradient, create_graph)
     order, _ = _tape_order(y.grad_fn)
     if x.grad_fn is not None:           # nothing recorded before x depends on x: the sweep stops at x
@@ -552,7 +552,7 @@ def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
         reverse_sweep(order, ct, None, functools.partial(_call_vjp, create_graph=create_graph))
     r = ct.get(id(target))
     if r is None:
-        return zeros_like(x)
+        return Tensor._make(np.zeros(x.shape, x.dtype))
     return r if isinstance(r, Tensor) else Tensor._make(np.array(r, dtype=x.data.dtype))
 
 
@@ -664,26 +664,7 @@ def _accumulate(t: Tensor, g, create_graph, copy=False):
         t.grad = Tensor._make(t.grad.data + g.data)
 
 
-# ------------------------------------------------------------------ constructors
-class _Rng:
-    gen = np.random.default_rng(0)
-
-
-def manual_seed(seed: int):
-    """Seed minigrad's random generator (randn, rand, layer initialisation).
-
-    >>> import minigrad as mg
-    >>> mg.manual_seed(0); a = mg.randn(2); mg.manual_seed(0); bool((a == mg.randn(2)).all())
-    True
-    """
-    _Rng.gen = np.random.default_rng(core.check_int(seed, 'mg.manual_seed: seed', low=0))
-
-
-def rng() -> np.random.Generator:
-    """The generator minigrad draws from (seeded by manual_seed)."""
-    return _Rng.gen
-
-
+# ------------------------------------------------------------------ the constructor (the others: factories.py)
 def tensor(data, dtype=None, requires_grad=False, name=None) -> Tensor:
     """Make a tensor. Python floats give float32, ints int64, bools bool; numpy arrays keep their dtype.
 
@@ -700,60 +681,3 @@ def tensor(data, dtype=None, requires_grad=False, name=None) -> Tensor:
     t.name = core.check_name(name, 'mg.tensor')
     t.requires_grad = core.check_flag(requires_grad, 'mg.tensor: requires_grad')
     return t
-
-
-def _shape(shape, what='shape'):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return core.check_shape(shape, what)
-
-
-def _float_dtype(dtype, what):
-    return DEFAULT_FLOAT if dtype is None else core.check_dtype(dtype, what)
-
-
-def zeros(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    return tensor(np.zeros(_shape(shape, 'mg.zeros: shape'), _float_dtype(dtype, 'mg.zeros: dtype')),
-                  requires_grad=requires_grad, name=name)
-
-
-def ones(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    return tensor(np.ones(_shape(shape, 'mg.ones: shape'), _float_dtype(dtype, 'mg.ones: dtype')),
-                  requires_grad=requires_grad, name=name)
-
-
-def full(shape, value, dtype=None, requires_grad=False, name=None) -> Tensor:
-    fill = core.value_array(value, 'mg.full: value')
-    if fill.ndim:
-        raise InputError(f'mg.full: value must be one number, got shape {fill.shape}')
-    return tensor(np.full(core.check_shape(shape, 'mg.full: shape'), fill, _float_dtype(dtype, 'mg.full: dtype')),
-                  requires_grad=requires_grad, name=name)
-
-
-def zeros_like(t, requires_grad=False) -> Tensor:
-    return zeros(*t.shape, dtype=t.dtype, requires_grad=requires_grad)
-
-
-def ones_like(t, requires_grad=False) -> Tensor:
-    return ones(*t.shape, dtype=t.dtype, requires_grad=requires_grad)
-
-
-def randn(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    """Standard normal samples from the seeded generator (mg.manual_seed)."""
-    data = _Rng.gen.standard_normal(_shape(shape, 'mg.randn: shape')).astype(_float_dtype(dtype, 'mg.randn: dtype'))
-    return tensor(data, requires_grad=requires_grad, name=name)
-
-
-def rand(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    data = _Rng.gen.random(_shape(shape, 'mg.rand: shape')).astype(_float_dtype(dtype, 'mg.rand: dtype'))
-    return tensor(data, requires_grad=requires_grad, name=name)
-
-
-def arange(start, stop=None, step=1, dtype=None, requires_grad=False) -> Tensor:
-    for what, v in (('start', start), ('stop', stop), ('step', step)):
-        if (v is not None or what == 'start') and core.value_array(v, f'mg.arange: {what}').ndim:
-            raise InputError(f'mg.arange: {what} must be one number, got {v!r}')
-    data = np.arange(start, stop, step) if stop is not None else np.arange(start)
-    if dtype is None and data.dtype.kind == 'f':
-        dtype = DEFAULT_FLOAT
-    return tensor(data, dtype=dtype, requires_grad=requires_grad)

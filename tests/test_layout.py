@@ -14,8 +14,8 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 # Lowest first. A module imports only from layers below its own (a sub-package is one module here;
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
 LAYERS = [['errors', 'hints'], ['core'], ['ops'], ['functional', 'autodiff'], ['tensor', 'graph'],
-          ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler', 'batching'], ['session', 'func'],
-          ['trace'],
+          ['factories'], ['interpreter', 'forward', 'optim', 'data'], ['control'], ['compiler', 'batching'],
+          ['session', 'func'], ['trace'], ['jit'],
           ['nn', 'testing', 'checks'], ['export'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
@@ -29,24 +29,24 @@ LAZY_OK = {
     'viz/vizjs.py': {'js', 'pyodide.code', 'pyodide.ffi'},       # in the browser (JupyterLite) only
 }
 
-CORE = ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'interpreter', 'control',
-        'session', 'trace']
-# The issue's budget is 1,600 (teaching core) and 4,500 (package); these ceilings are today's sizes, so
-# the code can only shrink towards it (see the README's layout section).
-# Issue 34 (argument checks: core.check_int/shape/dtype/flag/name and their use, axes, control flow, nn and
-# optim, backward, feeds/trace/jit/assign/passes/import_onnx, pickling by op name or a clear refusal, a failed
-# graph op rolls back) +126 core, +178 package;
-# issue 32 (memory plan count) +1; issue 31 (state half): +29 core (where's cast, grad_ys check, the check
-# node kind), +63 package (also the optimizer settings, in-place assign readers, strided size-1 kernel inputs).
-# issue 31 (composition): +236 core / +284 package for the 'call' node, cond/while JVP rules, jit guards
-# Issue 32 added the exercise hint table (minigrad/hints.py, ~330 lines of text) and the hint ladder: +381,
-# and task 9.5's hints +9.
-# issue 35 (ONNX export correctness, dynamic axes, import of PyTorch models, check exports as Identity)
-# raised the package ceiling
-# issue 30: +45 for check_notebook.py (python -m minigrad.check_notebook, the learner's check command)
-# issue 34 (dtypes: numpy 2's promotion, NEP 50: core.weak_dtype/result_dtype/check_weak_ints, ops.sub/flip, cast) +58 core,
-# +60 package
-CORE_LIMIT, PACKAGE_LIMIT, FUNCTION_LIMIT = 3080, 7743, 60
+# Budgets by layer (issue 33), in code lines as code_lines() counts them. Each part: (budget, ceiling). The
+# budget is the issue's aim for the features of its day; the ceiling is what the code is now and may only go
+# down, or up by the lines a new feature needs (said here, per issue). Since the budgets were set, issues 31
+# (state and composition nets: the 'call' node, cond/while JVP rules, jit guards), 34 (argument checks, numpy's
+# dtype rules) and 35 (ONNX) added about 450 lines to the teaching core and 1,000 to the package.
+PARTS = {
+    'teaching core': ['core', 'errors', 'ops', 'functional', 'tensor', 'autodiff', 'graph', 'interpreter',
+                      'control', 'session', 'trace'],
+    'tape reading path': ['core', 'ops', 'tensor', 'autodiff'],
+    'static graphs reading path': ['core', 'ops', 'graph', 'autodiff', 'interpreter', 'session', 'control'],
+    'tracing reading path': ['core', 'graph', 'trace', 'jit'],
+}
+APPARATUS = ['viz', 'checks', 'hints', 'data', 'bench', 'check_notebook']     # the course's, not the engine's
+CEILINGS = {'teaching core': (2150, 3080), 'tape reading path': (1000, 1400),
+            'static graphs reading path': (None, 1900), 'tracing reading path': (None, 1500),
+            'engine': (4900, 6000), 'course apparatus': (1300, 2100)}
+DENSITY_LIMIT = 12.5        # tokens per code line in each teaching-core module (no limit met by cramming)
+FUNCTION_LIMIT = 60
 
 FILES = sorted(p for p in PKG.rglob('*.py'))
 
@@ -127,14 +127,41 @@ def code_lines(p) -> int:
     return len(lines - docs)
 
 
-def test_code_lines_per_module_within_budget():
+def tokens_per_line(p) -> float:
+    """tinygrad's sz.py density: OP, NAME, NUMBER and STRING tokens per line that holds one."""
+    per = {}
+    for t in tokenize.generate_tokens(io.StringIO(p.read_text()).readline):
+        if t.type in (tokenize.OP, tokenize.NAME, tokenize.NUMBER, tokenize.STRING):
+            per[t.start[0]] = per.get(t.start[0], 0) + 1
+    return sum(per.values()) / max(1, len(per))
+
+
+def part_sizes() -> dict:
     sizes = {rel(p): code_lines(p) for p in FILES}
-    core = sum(sizes[f'{m}.py'] for m in CORE)
-    total = sum(sizes.values())
-    print('\n'.join(f'{n:5d}  {f}' for f, n in sorted(sizes.items(), key=lambda kv: kv[1])))
-    print(f'{core:5d}  teaching core ({", ".join(CORE)}): budget 1600, ceiling {CORE_LIMIT}')
-    print(f'{total:5d}  package: budget 4500, ceiling {PACKAGE_LIMIT}')
-    assert core <= CORE_LIMIT and total <= PACKAGE_LIMIT
+    by_module = {}
+    for p in FILES:
+        by_module[module_of(p)] = by_module.get(module_of(p), 0) + sizes[rel(p)]
+    out = {name: sum(by_module[m] for m in mods) for name, mods in PARTS.items()}
+    out['course apparatus'] = sum(by_module[m] for m in APPARATUS)
+    out['engine'] = sum(sizes.values()) - out['course apparatus']
+    return sizes, out
+
+
+def test_code_lines_per_part_within_ceiling():
+    sizes, parts = part_sizes()
+    print('\n'.join(f'{n:5d}  {tokens_per_line(PKG / f):4.1f}  {f}' for f, n in sorted(sizes.items(), key=lambda kv: kv[1])))
+    print('lines  tok/line  module')
+    for name, n in parts.items():
+        budget, ceiling = CEILINGS[name]
+        print(f'{n:5d}  {name}: budget {budget or "no larger than at issue 33"}, ceiling {ceiling}')
+    over = [f'{name}: {n} > ceiling {CEILINGS[name][1]}' for name, n in parts.items() if n > CEILINGS[name][1]]
+    assert not over, over
+
+
+def test_teaching_core_is_not_dense():
+    dense = {m: round(tokens_per_line(PKG / f'{m}.py'), 2) for m in PARTS['teaching core']
+             if tokens_per_line(PKG / f'{m}.py') > DENSITY_LIMIT}
+    assert not dense, f'over {DENSITY_LIMIT} tokens per line: {dense}'
 
 
 def test_no_function_over_60_lines():

@@ -391,7 +391,7 @@ def test_fan_out_accumulation_with_retained_grad():
 
 def test_docstring_examples_run():
     import doctest, importlib
-    for name in ('minigrad.core', 'minigrad.tensor', 'minigrad.testing'):   # (mg.tensor is the function)
+    for name in ('minigrad.core', 'minigrad.tensor', 'minigrad.factories', 'minigrad.testing'):  # (mg.tensor: the function)
         mod = importlib.import_module(name)
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__

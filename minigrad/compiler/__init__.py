@@ -27,6 +27,7 @@ import os
 from ..core import Aval
 from ..errors import FeedError, GraphError
 from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, needed_nodes, one_graph
+from . import rules     # noqa: F401  (first: fills the compiler fields of the primitives' records)
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse
