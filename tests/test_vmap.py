@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import minigrad as mg
+import minigrad.bench
 from minigrad.core import PRIMITIVES, OPS, register_primitive, elementwise_rule
 from minigrad.batching import BatchError
 from minigrad.func import GradError
@@ -397,3 +398,14 @@ def check_vmap_grad(prog, size, axes, arrays):
         outs = list(mg.vmap(mg.grad(fl, argnums=nums), axes)(*phs))
     for g, w in zip(mg.Session(gr).run(outs, dict(zip(phs, arrays))), got):
         close(g, w, 1e-9)
+
+
+def test_the_per_example_benchmark_variants_agree():
+    v = mg.bench.per_example_case(batch=4, sizes=(5, 6, 3))
+    want = [np.asarray(a) for a in v['compiled_numpy']()]
+    loop = v['loop_jit_grad']()
+    for k, w in enumerate(want):
+        close(np.stack([_np(one[k]) for one in loop]), w, 1e-5)
+        close(v['vmap_grad_eager']()[k], w, 1e-5)
+        if 'torch_func' in v:
+            close(v['torch_func']()[k].numpy(), w, 1e-5)
