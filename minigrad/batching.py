@@ -380,7 +380,7 @@ def flatten(tree):
     """The leaves of a (nested) dict/list/tuple and a function that rebuilds it from new leaves.
 
     >>> leaves, rebuild = flatten({'w': 1, 'b': [2, 3]}); leaves, rebuild([4, 5, 6])
-    ([2, 3, 1], {'b': [5, 6], 'w': 4})
+    ([2, 3, 1], {'b': [4, 5], 'w': 6})
     """
     if isinstance(tree, dict):
         keys = sorted(tree)

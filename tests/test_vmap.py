@@ -3,6 +3,8 @@ Jacobians in one batched pass, control flow with a batched predicate, and the di
 programs run under vmap in eager, graph (Session) and compiled modes, against a Python loop and torch.func."""
 from __future__ import annotations
 
+import doctest
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -413,3 +415,9 @@ def test_the_per_example_benchmark_variants_agree():
         close(v['vmap_grad_eager']()[k], w, 1e-5)
         if 'torch_func' in v:
             close(v['torch_func']()[k].numpy(), w, 1e-5)
+
+
+@pytest.mark.parametrize('module', [mg.batching, mg.func])
+def test_docstring_examples_run(module):
+    res = doctest.testmod(module)
+    assert res.attempted > 0 and res.failed == 0
