@@ -421,3 +421,18 @@ def test_the_per_example_benchmark_variants_agree():
 def test_docstring_examples_run(module):
     res = doctest.testmod(module)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_transformations_on_symbols_build_ordinary_graphs():
+    f = lambda v: mg.sin(v) * v
+    xv = np.array([0.1, 0.5, 2.0])
+    d = np.cos(xv) * xv + np.sin(xv)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float64, (3,))
+        outs = [mg.jvp(f, (x,), (np.ones(3),))[1], mg.jacfwd(f)(x), mg.grad(lambda v: f(v).sum())(x),
+                mg.hessian(lambda v: f(v).sum())(x), mg.vmap(mg.grad(lambda s: f(s)))(x)]
+    want = [d, np.diag(d), d, np.diag(2 * np.cos(xv) - xv * np.sin(xv)), d]
+    for got in (mg.Session(g).run(outs, {x: xv}), mg.compile(outs, [x])(xv)):
+        for a, w in zip(got, want):
+            close(a, w, 1e-12)
