@@ -204,8 +204,8 @@ RULES = {P.sum_: _reduce, P.max_: _reduce, P.reshape: _reshape, P.transpose: _tr
          P.broadcast_to: _broadcast_to, P.getitem: _getitem, P.scatter_add: _scatter_add, P.matmul: _matmul,
          P.concatenate: _concatenate, P.sum_to_like: _sum_to_like, P.broadcast_like: _broadcast_like,
          P.reshape_like: _reshape_like}
-for _prim in core.PRIMITIVES.values():
-    _prim.batch = RULES.get(_prim, elementwise if _prim.elementwise else None)
+for _prim in [v for v in vars(P).values() if isinstance(v, core.Primitive) and v.kind == 'primitive']:
+    _prim.batch = RULES.get(_prim, elementwise if _prim.elementwise else None)     # the op table's 27
 
 
 # ------------------------------------------------------------------ the interpreter
