@@ -52,5 +52,5 @@ from .compiler import compile, Program
 from . import testing
 from .forward import jvp, jacfwd, jacrev
 from .batching import vmap, BatchError
-from .func import grad, value_and_grad, hessian, GradError
+from .func import grad, value_and_grad, hessian, functional_call, GradError
 from .export import export_onnx, import_onnx, to_onnx

@@ -225,3 +225,34 @@ def hessian(fn, argnums=0):
     [[6.0, 0.0], [0.0, 12.0]]
     """
     return jacfwd(grad(fn, argnums))
+
+
+def functional_call(module, params, *args, **kwargs):
+    """``module(*args)`` with its parameters replaced by ``params`` (a dict from names of
+    ``module.named_parameters()`` to values), as torch.func.functional_call: a Module's parameters
+    become an argument of mg.grad / mg.vmap. The module is restored afterwards (not thread-safe).
+
+    >>> import minigrad as mg
+    >>> lin = mg.nn.Linear(2, 1)
+    >>> p = {'weight': mg.tensor([[1.0, 2.0]]), 'bias': mg.tensor([0.5])}
+    >>> mg.func.functional_call(lin, p, mg.tensor([1.0, 1.0])).tolist()
+    [3.5]
+    """
+    names = dict(module.named_parameters())
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise GradError(f'functional_call: {type(module).__name__} has no parameters {unknown}; its parameters '
+                        f'are {sorted(names)}')
+    swaps = []
+    try:
+        for name, value in params.items():
+            *path, attr = name.split('.')
+            owner = module
+            for p in path:
+                owner = owner.__dict__['_modules'][p]
+            swaps.append((owner, attr, owner.__dict__[attr]))
+            object.__setattr__(owner, attr, value)      # (not Module.__setattr__: the registry keeps its Parameter)
+        return module(*args, **kwargs)
+    finally:
+        for owner, attr, old in reversed(swaps):
+            object.__setattr__(owner, attr, old)

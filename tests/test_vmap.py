@@ -436,3 +436,22 @@ def test_transformations_on_symbols_build_ordinary_graphs():
     for got in (mg.Session(g).run(outs, {x: xv}), mg.compile(outs, [x])(xv)):
         for a, w in zip(got, want):
             close(a, w, 1e-12)
+
+
+def test_functional_call_gives_per_example_gradients_of_a_module():
+    mg.manual_seed(0)
+    model = mg.nn.Sequential(mg.nn.Linear(4, 6), mg.nn.Tanh(), mg.nn.Linear(6, 2))
+    x, y = RNG.standard_normal((5, 4)).astype(np.float32), RNG.standard_normal((5, 2)).astype(np.float32)
+    params = {k: mg.tensor(v.numpy()) for k, v in model.named_parameters()}
+
+    def loss(p, x, y):
+        return ((mg.functional_call(model, p, x) - y) ** 2).sum()
+    got = mg.vmap(mg.grad(loss), in_axes=(None, 0, 0))(params, x, y)
+    for i in range(5):
+        model.zero_grad()
+        ((model(mg.tensor(x[i])) - mg.tensor(y[i])) ** 2).sum().backward()
+        for k, p in model.named_parameters():
+            close(got[k][i], p.grad, 1e-5)
+    assert all(p is q for p, q in zip(model.parameters(), [dict(model.named_parameters())[k] for k in params]))
+    with pytest.raises(GradError, match=r"has no parameters \['nope'\]"):
+        mg.functional_call(model, {'nope': 1.0}, x)
