@@ -261,8 +261,13 @@ def scope(entry):
         _active.stack.pop()
 
 
+def current_vmap():
+    """(level, batch size) of the innermost running vmap, or None."""
+    return _active.stack[-1] if _active.stack else None
+
+
 def vmap_active() -> bool:
-    return bool(_active.stack) and _active.stack[-1] is not None
+    return current_vmap() is not None
 
 
 def batch_while(cond, body, vs, loop_vars, single, limit, name):
@@ -290,7 +295,7 @@ def batch_while(cond, body, vs, loop_vars, single, limit, name):
         return [P.where(_front(active, _rank(o, True)), _unwrap(n, level, size, what), o) for n, o in zip(new, r)]
     with scope(None):       # the loop itself runs on the batched arrays
         out = while_loop(lambda *r: P.max_(lanes(r)), body_all, raw, max_iterations=limit, name=name)
-    out = [Batched(o, level) for o in ([out] if len(raw) == 1 else out)]
+    out = [Batched(o, level) for o in out]          # (raw is a list: the loop returns a list)
     return out[0] if single else type(loop_vars)(out)
 
 

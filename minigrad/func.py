@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import core
-from .batching import Batched, BatchError, flatten, scope, vmap
+from .batching import Batched, BatchError, current_vmap, flatten, scope, vmap
 from .control import replay
 from .core import aval_of, describe, fmt_shape
 from .errors import MinigradError
@@ -47,34 +47,71 @@ class _Captured:
         return self.syms[-1]
 
 
-def _trace(fn, leaves, rebuild, argnums, has_aux, who):
-    """fn traced on placeholders: (graph, inputs, the d/d placeholders of argnums, value, aux leaves, rebuild aux)."""
+def _lanes(leaves, argnums, entry, who):
+    """mg.grad under mg.vmap: each leaf as its batched array (axis 0: the examples; the differentiated ones
+    repeated when unbatched, so each example gets its own copy and gradient), and each leaf's in_axes."""
+    level, size = entry
+    raw, axes = [], []
+    for i, vs in enumerate(leaves):
+        batched = [type(v) is Batched and v.level == level for v in vs]
+        raw.append([v.val if b else _repeat(v, size, who) if i in argnums else v for v, b in zip(vs, batched)])
+        axes += [0 if b or i in argnums else None for b in batched]
+    return raw, axes
+
+
+def _repeat(v, size, who):
+    if size is None:
+        raise GradError(f'{who}: under mg.vmap with an unknown batch size, every differentiated argument must be '
+                        f'batched (give the placeholders a full shape)')
+    return P.broadcast_to(P.getitem(v, idx=(None,)), shape=(size,) + tuple(aval_of(v).shape))
+
+
+def _call(fn, axes, leaves, rebuild, phs):
+    """fn on the placeholders; with ``axes`` (mg.grad under mg.vmap), as vmap over the examples (axis 0)."""
+    with scope(None):               # fn sees placeholders: no batched values of enclosing vmaps inside the trace
+        if axes is None:
+            return fn(*[r(p) for r, p in zip(rebuild, phs)])
+        counts = [len(vs) for vs in leaves]
+
+        def per_example(*xs):
+            it = iter(xs)
+            return fn(*[r([next(it) for _ in range(n)]) for r, n in zip(rebuild, counts)])
+        return vmap(per_example, in_axes=axes)(*[p for ps in phs for p in ps])
+
+
+def _trace(fn, leaves, rebuild, argnums, has_aux, who, axes=None):
+    """fn traced on placeholders: (graph, inputs, the d/d placeholders of argnums, value, aux leaves, rebuild
+    aux). With ``axes`` the leaves are batches and the gradient is taken of the per-example values' sum."""
     g = Graph(f'{who} of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
     g.capture_tensor = hook = _Captured()
     with g.as_default():
         phs = [[placeholder(aval_of(v).dtype, aval_of(v).shape, name=f'arg{i}') for v in vs]
                for i, vs in enumerate(leaves)]
-        with scope(None):           # fn sees placeholders: no batched values inside the trace
-            out = fn(*[r(p) for r, p in zip(rebuild, phs)])
-        aux = None
+        out, aux = _call(fn, axes, leaves, rebuild, phs), None
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise GradError(f'{who}: has_aux=True needs fn to return a pair (value, aux), got '
                                 f'{type(out).__name__}')
             out, aux = out
-        out = g.lift(out) if not isinstance(out, _VALUES) else out
-        if not isinstance(out, Symbol) or not (out.graph is g or g.is_ancestor_of(out.graph)):
-            raise GradError(f'{who}: fn returned {describe(out)}, which is not computed from its arguments '
-                            f'here; a value of an enclosing vmap or jvp must be passed as an argument')
-        if out.shape != () or out.dtype.kind != 'f':
-            raise GradError(f'{who}: fn must return a float scalar (shape ()), got {describe(out)}; sum it or '
-                            f'use mg.jacrev for a non-scalar output')
+        value = _checked(g.lift(out) if not isinstance(out, _VALUES) else out, g, axes is not None, who)
         xs = [p for i in argnums for p in phs[i]]
-        grads = gradients(out, xs) if xs else []
+        grads = gradients(P.sum_(value) if axes is not None else value, xs) if xs else []
         aux_leaves, aux_rebuild = flatten(aux)
     g.capture_tensor = None
     inputs = [p for ps in phs for p in ps] + hook.syms
-    return g, inputs, hook.tensors, grads, out, aux_leaves if has_aux else [], aux_rebuild
+    return g, inputs, hook.tensors, grads, value, aux_leaves if has_aux else [], aux_rebuild
+
+
+def _checked(out, g, per_example, who):
+    """fn's value: a float scalar Symbol of the trace (one per example under vmap: shape (n,))."""
+    if not isinstance(out, Symbol) or not (out.graph is g or g.is_ancestor_of(out.graph)):
+        raise GradError(f'{who}: fn returned {describe(out)}, which is not computed from its arguments '
+                        f'here; a value of an enclosing vmap or jvp must be passed as an argument')
+    if len(out.shape or ()) != per_example or out.dtype.kind != 'f':
+        raise GradError(f'{who}: fn must return a float scalar (shape ()), got {describe(out)}'
+                        f'{" (the batch of examples first)" if per_example else ""}; sum it or use mg.jacrev '
+                        f'for a non-scalar output')
+    return out
 
 
 def _argnums(argnums, n, who):
@@ -123,10 +160,13 @@ def value_and_grad(fn, argnums=0, has_aux=False):
     def value_and_grad_fn(*args):
         nums = _argnums(argnums, len(args), who)
         leaves, rebuild = _leaves(args, nums, who)
-        g, inputs, captured, grads, out, aux, aux_rebuild = _trace(fn, leaves, rebuild, nums, has_aux, who)
+        entry, axes, wrap = current_vmap(), None, None
+        if entry is not None and any(type(v) is Batched and v.level == entry[0] for vs in leaves for v in vs):
+            (leaves, axes), wrap = _lanes(leaves, nums, entry, who), lambda v: Batched(v, entry[0])
+        g, inputs, captured, grads, out, aux, aux_rebuild = _trace(fn, leaves, rebuild, nums, has_aux, who, axes)
         vals = replay(g, [v for vs in leaves for v in vs] + captured, [c for c, _ in g.captures], inputs=inputs,
                       outputs=[out, *grads, *aux])
-        vals = [_as_value(v, leaves) for v in vals]
+        vals = [wrap(_as_value(v, leaves)) if wrap else _as_value(v, leaves) for v in vals]
         value, rest = vals[0], iter(vals[1:])
         per_arg = [rebuild[i]([next(rest) for _ in leaves[i]]) for i in nums]
         aux_val = aux_rebuild(list(rest)) if has_aux else None

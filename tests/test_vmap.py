@@ -383,8 +383,8 @@ def test_net_vmap_of_grad_equals_a_loop_of_grad(case):
 
 
 @settings(max_examples=10, **net.NET)
-@given(batched_programs(control=('cond',)))
-def test_net_vmap_of_grad_through_cond(case):
+@given(batched_programs(control=('cond', 'while')))
+def test_net_vmap_of_grad_through_cond_and_while_loop(case):
     check_vmap_grad(*case)
 
 
@@ -455,3 +455,21 @@ def test_functional_call_gives_per_example_gradients_of_a_module():
     assert all(p is q for p, q in zip(model.parameters(), [dict(model.named_parameters())[k] for k in params]))
     with pytest.raises(GradError, match=r"has no parameters \['nope'\]"):
         mg.functional_call(model, {'nope': 1.0}, x)
+
+
+def test_per_example_gradients_through_while_loop():
+    def f(w, x):
+        v = mg.while_loop(lambda v: v.sum() < 10.0, lambda v: v * w, x)
+        return (v * v).sum()
+    w, xs = np.float32(1.5), np.array([[1., 2.], [3., 4.], [20., 1.], [0.5, 0.25]], np.float32)
+    per_example = mg.vmap(mg.grad(f, argnums=(0, 1)), in_axes=(None, 0))
+    loop = [mg.grad(f, argnums=(0, 1))(mg.tensor(w), mg.tensor(x)) for x in xs]
+    want = [np.stack([_np(one[k]) for one in loop]) for k in range(2)]
+    for k, got in enumerate(per_example(mg.tensor(w), xs)):
+        close(got, want[k], 1e-5)
+    g = mg.Graph()
+    with g.as_default():
+        pw, px = mg.placeholder(mg.float32, ()), mg.placeholder(mg.float32, xs.shape)
+        outs = list(per_example(pw, px))
+    for k, got in enumerate(mg.compile(outs, [pw, px])(w, xs)):
+        close(got, want[k], 1e-5)
