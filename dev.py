@@ -3,7 +3,7 @@
 
     python3 dev.py lab [jupyter-lab args]   set up .venv, open the course in JupyterLab
     python3 dev.py test [pytest args]       set up .venv and .venv-test, run all tests
-    python3 dev.py bench [args]             run the benchmarks (python -m minigrad.bench, in .venv-test)
+    python3 dev.py bench [args]             run the benchmarks (scripts/bench.py, in .venv-test)
     python3 dev.py exercises [args]         regenerate exercises/ from solutions/
     python3 dev.py lite [--pyodide-index URL]  build the JupyterLite site (the whole course) into build/lite/
 
@@ -388,7 +388,7 @@ def cmd_test(args: list[str]) -> None:
 
 def cmd_bench(args: list[str]) -> None:
     tools = setup("test")                   # the benchmarks compare with torch
-    exec_in_venv(tools, [tools.python, "-m", "minigrad.bench", *args])
+    exec_in_venv(tools, [tools.python, ROOT / "scripts" / "bench.py", *args])
 
 
 def cmd_exercises(args: list[str]) -> None:

@@ -53,4 +53,5 @@ from . import testing
 from .forward import jvp, jacfwd, jacrev
 from .batching import vmap, BatchError
 from .func import grad, value_and_grad, hessian, functional_call, GradError
-from .export import export_onnx, import_onnx, to_onnx
+from .onnx_export import export_onnx, to_onnx
+from .onnx_import import import_onnx

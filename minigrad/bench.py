@@ -1,19 +1,16 @@
-"""Benchmarks: ``python -m minigrad.bench [--quick] [--json FILE]``.
+"""Benchmark helpers lesson 08 imports; ``python -m minigrad.bench [--quick]`` times its chain case.
 
-Variants of one case run interleaved in one process (round-robin repeats) and the
-medians are compared. Prints markdown tables: timings, then each target with the
-measured value and PASS/MISS. Not a test: timings depend on the machine.
-
-Columns: hand-written numpy, minigrad's tape, the compiled program on the numba backend
-(``compiled``, when numba imports) and on the numpy backend (``compiled_numpy``), PyTorch
-eager, ``torch.compile`` and ``jax.jit`` when installed. For one thread everywhere, run
-with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
+``timeit`` runs the variants of one case interleaved (round-robin repeats) and returns medians;
+``peak_bytes`` measures one call's peak allocation; ``chain_case(n, rng)`` is ten relu(y * w + b)
+layers (30 elementwise ops) on n x n arrays, forward and backward: numpy by hand, minigrad's tape,
+the compiled program on the numba backend (``compiled``, when numba imports) and on the numpy backend
+(``compiled_numpy``), and PyTorch eager when installed (set to one thread here). Timings depend on
+the machine. The project's full benchmark (an MLP step, a fused elementwise case, compile cost, jax
+and torch.compile, performance targets, JSON) is scripts/bench.py in the repository.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import time
 import tracemalloc
@@ -27,12 +24,6 @@ try:
     torch.set_num_threads(1)
 except ImportError:        # optional comparison
     torch = None
-try:
-    os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
-    import jax
-    import jax.numpy as jnp
-except ImportError:        # optional comparison
-    jax = None
 
 NUMBA = mg.compiler.kernels.available()
 
@@ -45,12 +36,6 @@ def compiled_variants(outputs, inputs, args) -> dict:
             prog = mg.compile(outputs, inputs, backend=backend)
             out[name] = (lambda p: lambda: p(*args))(prog)
     return out
-
-
-def jax_variant(fn, *arrays):
-    """fn jitted by jax, on arrays already on the device; waits for the result."""
-    f, xs = jax.jit(fn), [jax.device_put(a) for a in arrays]
-    return lambda: jax.block_until_ready(f(*xs))
 
 
 def timeit(variants: dict, repeats: int, min_time: float) -> dict:
@@ -92,10 +77,23 @@ def chain_loss(y, ws, bs, relu):
     return y.sum()
 
 
-def chain_case(n, rng):
+def chain_arrays(n, rng):
+    """The chain case's input x, ten weights and ten biases (float32, n x n), drawn from `rng`."""
     x = rng.standard_normal((n, n)).astype(np.float32)
     ws = [(1 + 0.1 * rng.standard_normal((n, n))).astype(np.float32) for _ in range(10)]
     bs = [(0.1 * rng.standard_normal((n, n))).astype(np.float32) for _ in range(10)]
+    return x, ws, bs
+
+
+def chain_case(n, rng) -> dict:
+    """The chain case at n x n as benchmark variants: numpy by hand, the tape, the compiled program on each
+    backend, PyTorch when installed. ``timeit(chain_case(64, np.random.default_rng(0)), 5, 0.01)``."""
+    return chain_variants(*chain_arrays(n, rng))
+
+
+def chain_variants(x, ws, bs) -> dict:
+    """Forward + backward of ten relu(y * w + b) layers on these arrays, written each way."""
+    n = x.shape[0]
 
     def numpy_step():
         y, zs, ys = x, [], []
@@ -138,77 +136,28 @@ def chain_case(n, rng):
     for k in ('compiled', 'compiled_numpy'):
         if k in variants:
             np.testing.assert_allclose(variants[k]()[0], ref[0], rtol=1e-3)
-    return {**variants, **_chain_others(x, ws, bs)}
+    return {**variants, **_chain_torch(x, ws, bs)}
 
 
-def _chain_others(x, ws, bs):
-    """The chain case in PyTorch and jax.jit, when installed."""
-    variants = {}
-    if torch is not None:
-        Tx = torch.from_numpy(x)
-        Tw = [torch.from_numpy(w).requires_grad_() for w in ws]
-        Tb = [torch.from_numpy(b).requires_grad_() for b in bs]
+def _chain_torch(x, ws, bs):
+    """The chain case in PyTorch (eager autograd), when installed: lesson 08 compares with it."""
+    if torch is None:
+        return {}
+    Tx = torch.from_numpy(x)
+    Tw = [torch.from_numpy(w).requires_grad_() for w in ws]
+    Tb = [torch.from_numpy(b).requires_grad_() for b in bs]
 
-        def torch_step():
-            for p in Tw + Tb:
-                p.grad = None
-            loss = chain_loss(Tx, Tw, Tb, torch.relu)
-            loss.backward()
-            return loss
-        variants['torch'] = torch_step
-    if jax is not None:
-        def jloss(ws, bs, x):
-            return chain_loss(x, ws, bs, lambda v: jnp.maximum(v, 0))
-        variants['jax'] = jax_variant(jax.value_and_grad(jloss, argnums=(0, 1)), ws, bs, x)
-    return variants
-
-
-# ------------------------------------------------------------------ MLP training step
-def mlp_loss(h, W, B, y, relu, log_softmax, batch):
-    """The MLP case's loss in any framework: two relu layers, a linear one, then cross-entropy."""
-    for i in range(3):
-        h = h @ W[i] + B[i]
-        h = relu(h) if i < 2 else h
-    return -(y * log_softmax(h, axis=1)).sum() / batch
-
-
-def mlp_case(batch, rng, lr=0.01):
-    sizes = [784, 256, 128, 10]
-    init = [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
-    binit = [np.zeros(b, np.float32) for b in sizes[1:]]
-    x = rng.standard_normal((batch, 784)).astype(np.float32)
-    labels = rng.integers(0, 10, batch)
-    onehot = np.eye(10, dtype=np.float32)[labels]
-    numpy_step = _mlp_numpy(x, labels, onehot, [w.copy() for w in init], [b.copy() for b in binit], batch, lr)
-
-    TW = [mg.tensor(w.copy(), requires_grad=True) for w in init]
-    TB = [mg.tensor(b.copy(), requires_grad=True) for b in binit]
-    tx, toh = mg.tensor(x), mg.tensor(onehot)
-
-    def tape_step():
-        loss = mlp_loss(tx, TW, TB, toh, mg.relu, mg.log_softmax, batch)
+    def torch_step():
+        for p in Tw + Tb:
+            p.grad = None
+        loss = chain_loss(Tx, Tw, Tb, torch.relu)
         loss.backward()
-        with mg.no_grad():
-            for p in TW + TB:
-                p.data -= lr * p.grad.data
-                p.grad = None
         return loss
-
-    g = mg.Graph()
-    with g.as_default():
-        px = mg.placeholder(mg.float32, (batch, 784), name='x')
-        py = mg.placeholder(mg.float32, (batch, 10), name='y')
-        VW = [mg.Variable(w.copy(), name=f'W{i}') for i, w in enumerate(init)]
-        VB = [mg.Variable(b.copy(), name=f'b{i}') for i, b in enumerate(binit)]
-        loss = mlp_loss(px, VW, VB, py, mg.relu, mg.log_softmax, batch)
-        grads = mg.gradients(loss, VW + VB)
-        step = mg.group(*[v.assign(v - lr * gv) for v, gv in zip(VW + VB, grads)])
-    variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants([loss, step], [px, py], [x, onehot])}
-    if jax is not None:
-        variants['jax'] = _mlp_jax(init + binit, x, onehot, batch, lr)
-    return variants
+    return {'torch': torch_step}
 
 
+# ------------------------------------------------------------------ python -m minigrad.bench
+# ------------------------------------------------------------------ per-example gradients (issue 36)
 def per_example_case(batch=64, rng=None, sizes=(32, 64, 10)):
     """Issue 36: per-example gradients of a small MLP at ``batch`` examples. Variants: compiled
     ``vmap(grad)`` (one program for the batch), a Python loop of ``jit(grad)`` calls, eager ``vmap(grad)``
@@ -253,192 +202,21 @@ def bench_per_example(batch=64, repeats=5, min_time=0.2) -> dict:
     return timeit(per_example_case(batch), repeats, min_time)
 
 
-def _mlp_numpy(x, labels, onehot, W, B, batch, lr):
-    """The MLP training step in hand-written numpy (forward, backward, SGD update)."""
-    def numpy_step():
-        h0 = x
-        z1 = h0 @ W[0] + B[0]; h1 = np.maximum(z1, 0)
-        z2 = h1 @ W[1] + B[1]; h2 = np.maximum(z2, 0)
-        z3 = h2 @ W[2] + B[2]
-        m = z3.max(axis=1, keepdims=True)
-        e = np.exp(z3 - m)
-        p = e / e.sum(axis=1, keepdims=True)
-        loss = -np.log(p[np.arange(batch), labels]).mean()
-        g3 = (p - onehot) / batch
-        gW2, gB2 = h2.T @ g3, g3.sum(0)
-        g2 = (g3 @ W[2].T) * (z2 > 0)
-        gW1, gB1 = h1.T @ g2, g2.sum(0)
-        g1 = (g2 @ W[1].T) * (z1 > 0)
-        gW0, gB0 = h0.T @ g1, g1.sum(0)
-        for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
-            P -= lr * G
-        return loss
-    return numpy_step
-
-
-def _mlp_jax(params, x, onehot, batch, lr):
-    """The MLP training step under jax.jit."""
-    def jloss(params, x, y):
-        return mlp_loss(x, params[:3], params[3:], y, lambda v: jnp.maximum(v, 0), jax.nn.log_softmax, batch)
-
-    def jstep(params, x, y):
-        loss, gs = jax.value_and_grad(jloss)(params, x, y)
-        return loss, [p - lr * g for p, g in zip(params, gs)]
-    f, xs = jax.jit(jstep), [jax.device_put(a) for a in (x, onehot)]
-    state = {'p': [jax.device_put(a) for a in params]}
-
-    def jax_step():
-        loss, state['p'] = f(state['p'], *xs)
-        return jax.block_until_ready(loss)
-    return jax_step
-
-
-def fused_case(n, rng, compile_torch=False):
-    a, b, c, d, e = (rng.standard_normal(n).astype(np.float32) for _ in range(5))
-    g = mg.Graph()
-    with g.as_default():
-        ps = [mg.placeholder(mg.float32, (n,), name=k) for k in 'abcde']
-        pa, pb, pc, pd, pe = ps
-        out = mg.relu(pa * pb + pc) * pd - pe
-    variants = {'numpy': lambda: np.maximum(a * b + c, 0) * d - e, **compiled_variants(out, ps, [a, b, c, d, e])}
-    for k in ('compiled', 'compiled_numpy'):
-        if k in variants:
-            np.testing.assert_allclose(variants[k](), np.maximum(a * b + c, 0) * d - e, rtol=1e-5)
-    if NUMBA:       # caller-owned output buffer: no fresh array (and its page faults) per call
-        prog, dst = mg.compile(out, ps, backend='numba'), np.empty(n, np.float32)
-        variants['compiled_out'] = lambda: prog(a, b, c, d, e, out=dst)
-    if torch is not None:
-        ta = [torch.from_numpy(v) for v in (a, b, c, d, e)]
-        variants['torch'] = lambda: torch.relu(ta[0] * ta[1] + ta[2]) * ta[3] - ta[4]
-    if jax is not None:
-        variants['jax'] = jax_variant(lambda a, b, c, d, e: jnp.maximum(a * b + c, 0) * d - e, a, b, c, d, e)
-    if torch is not None and compile_torch:
-        tf = torch.compile(lambda a, b, c, d, e: torch.relu(a * b + c) * d - e)
-        tf(*ta)
-        variants['torch_compile'] = lambda: tf(*ta)
-    return variants
-
-
-# ------------------------------------------------------------------ compile cost
-def deep_chain_case(n):
-    """A chain of n scalar ops (mul, tanh alternating) and its gradient: the tape's forward +
-    backward against building the graph, mg.gradients, compiling and one Session run."""
-    def chain(y):
-        for i in range(n):
-            y = mg.tanh(y) if i % 2 else y * 1.01
-        return y
-
-    def tape():
-        x = mg.tensor(np.float32(0.5), requires_grad=True)
-        chain(x).backward()
-        return x.grad.item()
-
-    def static():
-        g = mg.Graph()
-        with g.as_default():
-            x = mg.placeholder(mg.float32, (), name='x')
-            gx, = mg.gradients(chain(x), [x])
-        return float(mg.Session(g).run(gx, {x: np.float32(0.5)}))
-    assert np.isclose(tape(), static(), rtol=1e-4)
-    return {'tape': tape, 'compiled': static}
-
-
-# ------------------------------------------------------------------ main
 def main(argv=None):
+    """Print the chain case's medians (us) at a few sizes as a markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
-    ap.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     opts = ap.parse_args(argv)
     rng = np.random.default_rng(0)
-    repeats, min_time = (3, 0.002) if opts.quick else (15, 0.05)
-    rows, targets = [], []
-
-    def target(name, value, limit, ok):
-        targets.append({'target': name, 'measured': round(value, 3), 'goal': limit, 'pass': bool(ok)})
-
-    for part in (_bench_chain, _bench_mlp, _bench_fused, _bench_compile_cost):   # in this order: one rng
-        part(opts.quick, rng, repeats, min_time, rows, target)
-    _report(rows, targets, opts)
-
-
-def _bench_chain(quick, rng, repeats, min_time, rows, target):
-    for n in ([4, 64] if quick else [4, 64, 256, 1024]):
-        t = timeit(chain_case(n, rng), repeats, min_time)
-        c = t.get('compiled', t['compiled_numpy'])
-        rows.append({'case': f'chain 30 ops fwd+bwd {n}x{n}', **{k: v * 1e6 for k, v in t.items()}})
-        lim = {4: 2.0, 64: 1.5, 256: 1.5, 1024: 1.1}[n]
-        target(f'chain {n}: tape / numpy', t['tape'] / t['numpy'], f'<= {lim}', t['tape'] / t['numpy'] <= lim)
-        lim = 1.0 if n == 4 else 0.6
-        target(f'chain {n}: compiled / numpy', c / t['numpy'], f'<= {lim}', c / t['numpy'] <= lim)
-        target(f'chain {n}: compiled / tape', c / t['tape'], '<= 1.0', c <= t['tape'])
-        if n == 4 and 'torch' in t:
-            target('chain 4: torch / tape', t['torch'] / t['tape'], '>= 1.5', t['torch'] / t['tape'] >= 1.5)
-    n = 256 if quick else 1024
-    v = chain_case(n, rng)
-    best = 'compiled' if 'compiled' in v else 'compiled_numpy'
-    v['tape'](), v[best]()
-    pt, pc = peak_bytes(v['tape']), peak_bytes(v[best])
-    rows.append({'case': f'chain {n}x{n} peak memory (MiB)', 'tape': pt / 2 ** 20, best: pc / 2 ** 20})
-    target(f'chain {n}: compiled peak below tape', 1 - pc / pt, '>= 0.35', 1 - pc / pt >= 0.35)
-
-
-def _bench_mlp(quick, rng, repeats, min_time, rows, target):
-    for batch in ([1, 8] if quick else [1, 64]):
-        variants = mlp_case(batch, rng)
-        t = timeit(variants, repeats, min_time)
-        best = 'compiled' if 'compiled' in t else 'compiled_numpy'
-        rows.append({'case': f'MLP step batch {batch}', **{k: v * 1e6 for k, v in t.items()}})
-        lim = 0.5 if batch == 1 else 0.9
-        target(f'MLP batch {batch}: compiled / numpy', t[best] / t['numpy'], f'<= {lim}', t[best] / t['numpy'] <= lim)
-        for _ in range(3):
-            variants[best]()
-        tr = peak_bytes(variants[best])
-        target(f'MLP batch {batch}: transient KiB per call', tr / 1024, '< 64', tr < 64 * 1024)
-
-
-def _bench_fused(quick, rng, repeats, min_time, rows, target):
-    for n in ([10 ** 5] if quick else [10 ** 6, 10 ** 7]):
-        variants = fused_case(n, rng, compile_torch=not quick)
-        t = timeit(variants, repeats if n < 10 ** 7 else max(3, repeats // 3), min_time)
-        best = 'compiled' if 'compiled' in t else 'compiled_numpy'
-        rows.append({'case': f'relu(a*b+c)*d-e, {n:.0e} float32', **{k: v * 1e6 for k, v in t.items()}})
-        lim = {10 ** 5: 0.95, 10 ** 6: 0.45, 10 ** 7: 0.40}[n]
-        target(f'relu(a*b+c)*d-e {n:.0e}: compiled / numpy', t[best] / t['numpy'], f'<= {lim}',
-               t[best] / t['numpy'] <= lim)
-        extra = peak_bytes(variants[best]) - n * 4
-        target(f'relu(a*b+c)*d-e {n:.0e}: temporaries (bytes beyond the output)', extra, '< 4096', extra < 4096)
-
-
-def _bench_compile_cost(quick, rng, repeats, min_time, rows, target):
-    small, big = (200, 800) if quick else (5000, 20000)
-    cost = {}
-    for n in (small, big):
-        cost[n] = timeit(deep_chain_case(n), 1 if quick else 3, 0.0)
-        rows.append({'case': f'gradients of a {n}-op chain: build+compile+run vs tape',
-                     **{k: v * 1e6 for k, v in cost[n].items()}})
-    growth = cost[big]['compiled'] / cost[small]['compiled']
-    target(f'compile cost growth {small} -> {big} ops', growth, '<= 5', growth <= 5)
-    ratio = cost[big]['compiled'] / cost[big]['tape']
-    target(f'compile cost {big} ops: static / tape', ratio, '<= 40', ratio <= 40)
-
-
-def _report(rows, targets, opts):
-    cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'torch', 'torch_compile', 'jax']
-    cols = [c for c in cols if any(c in r for r in rows)]
-    print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
+    sizes, repeats, min_time = ([4, 64], 3, 0.002) if opts.quick else ([4, 64, 256, 1024], 15, 0.05)
+    rows = {n: timeit(chain_case(n, rng), repeats, min_time) for n in sizes}
+    cols = list(dict.fromkeys(k for t in rows.values() for k in t))
+    print('| chain of 30 ops, fwd+bwd | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
     print('|---|' + '---|' * len(cols))
-    for r in rows:
-        print(f'| {r["case"]} | ' + ' | '.join(f'{r[c]:.1f}' if c in r else '-' for c in cols) + ' |')
-    print()
-    print('| target | measured | goal | result |')
-    print('|---|---|---|---|')
-    for t in targets:
-        print(f'| {t["target"]} | {t["measured"]:.3f} | {t["goal"]} | {"PASS" if t["pass"] else "MISS"} |')
-    if opts.json:
-        with open(opts.json, 'w') as f:
-            json.dump({'rows': rows, 'targets': targets, 'quick': opts.quick,
-                       'torch': None if torch is None else torch.__version__,
-                       'jax': None if jax is None else jax.__version__}, f, indent=1)
+    for n, t in rows.items():
+        print(f'| {n}x{n} | ' + ' | '.join(f'{t[c] * 1e6:.1f}' if c in t else '-' for c in cols) + ' |')
+    print('\nMore cases, jax and torch.compile, performance targets: scripts/bench.py in the repository '
+          '(python3 dev.py bench).')
 
 
 if __name__ == '__main__':

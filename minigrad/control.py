@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import validate
 from . import core
 from .core import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, InputError, MinigradError
@@ -52,7 +53,7 @@ def _float(s) -> bool:
     return np.dtype(s.dtype).kind == 'f'
 
 
-def _merge(a: Aval, b: Aval) -> Aval:
+def _common_aval(a: Aval, b: Aval) -> Aval:
     """The most specific aval covering both (dims that differ become unknown)."""
     if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
         return Aval(None, a.dtype)
@@ -147,7 +148,7 @@ def _cond_rule(pred, *captured, true_graph, false_graph):
         if a.dtype != b.dtype:
             raise GraphError(f"cond: output {i} is {a.dtype} in true_fn ('{a.name}') but {b.dtype} in false_fn "
                              f"('{b.name}'); cast one branch (mg.cast) so both return the same dtype")
-        out.append(_merge(Aval(a.shape, a.dtype), Aval(b.shape, b.dtype)))
+        out.append(_common_aval(Aval(a.shape, a.dtype), Aval(b.shape, b.dtype)))
     return out
 
 
@@ -430,7 +431,7 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
     if not vs:
         raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
-        core.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
+        validate.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
     if core.hooks.vmap_active():        # under mg.vmap: runs while any example's condition holds
         return core.hooks.batch_while(cond, body, vs, loop_vars, single, limit, name)
     if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, core.hooks.tensor_type) for v in vs):
@@ -456,7 +457,7 @@ def _while_build(outer, cond, body, vs, loop_vars, single, limit, name):
         cg = _subgraph(outer, f'{name}_cond', cond, avals)
         bg = _subgraph(outer, f'{name}_body', body, avals)
         _check_loop(name, cg, bg, avals)
-        merged = [_merge(a, Aval(o.shape, o.dtype)) for a, o in zip(avals, bg.outputs)]
+        merged = [_common_aval(a, Aval(o.shape, o.dtype)) for a, o in zip(avals, bg.outputs)]
         if merged == avals:
             break
         avals = merged

@@ -36,33 +36,26 @@ class Aval(NamedTuple):
 
 
 class Primitive:
-    """One op, one record: name, numpy impl, shape/dtype rule, VJP, and what the compiler needs.
+    """One op, one record: its name, numpy impl, shape/dtype rule and VJP.
 
     ``impl(*arrays, **params) -> array``; ``shape_rule(*avals, **params) -> Aval``;
     ``vjp(needs, g, out, *inputs, **params) -> tuple`` of cotangents (None where
     ``needs[i]`` is False or the input is not differentiable). ``vjp`` must use
     minigrad ops only, so it works on numpy arrays, Tensors and Symbols alike.
+    ``elementwise``, ``saves_out`` / ``saves_inputs`` (what the tape keeps for the VJP) and
+    ``view`` (the result is a view of input 0) are what the tape reads.
 
     ``kind`` says what the record is: ``'primitive'`` (its own impl and derivative rules),
     ``'node'`` (graph structure: placeholder, constant, variable, assign, cond, while) or
-    ``'compiler'`` (introduced by compiler passes: fma, fused, ...). The remaining fields
-    are read by the compiler instead of a table of op names of its own:
-
-    * ``ufunc``: the numpy ufunc (by name) generated code calls with an ``out=`` buffer;
-    * ``view``: True (or ``f(params) -> bool``) when the result is a view of input 0;
-    * ``emit(args, out, params, ctx) -> str``: generated code for ops that are no ufunc
-      (``out`` is a buffer name or None; ``ctx.fn(name)``/``ctx.const(obj)`` bind values);
-    * ``unit`` / ``zero``: ``op(x, unit) == x``; ``op(x, zero) == zero`` for integers;
-    * ``compose(inner_params, outer_params)``: ``op(op(x, inner), outer)`` as one op
-      (params, or None when the two cancel);
-    * ``lower(b, *ins, **params)``: the op with static shapes in simpler ops (``b.emit``),
-      or None; ``decompose(node) -> Graph``: a compiler node as the sub-graph it stands for;
-    * ``match(node) -> inputs | None``: a compiler op's pattern (what it replaces);
-    * ``jvp``, ``onnx``, ``kernel``, ``batch``: room for forward mode, ONNX export, loop kernels and vmap.
+    ``'compiler'`` (introduced by compiler passes: fma, fused, ...). The other fields belong to
+    the other interpretations, which fill them beside their own code: ``jvp`` (forward.py),
+    ``ufunc``, ``emit``, ``unit``, ``zero``, ``compose``, ``lower``, ``kernel``, ``decompose``,
+    ``match`` (the compiler: compiler/rules.py says what each means), ``onnx`` (export), ``batch``
+    (vmap: batching.py).
 
     >>> from minigrad.ops import mul
-    >>> mul.name, mul.kind, mul.elementwise, mul.ufunc, mul.unit
-    ('mul', 'primitive', True, 'multiply', 1)
+    >>> mul.name, mul.kind, mul.elementwise, mul.saves_out
+    ('mul', 'primitive', True, False)
     """
     __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out', 'saves_inputs', 'multiple_results',
                  'doc', 'ufunc', 'view', 'emit', 'unit', 'zero', 'compose', 'lower', 'decompose', 'match',
@@ -167,7 +160,7 @@ _RAW = {np.ndarray, float, int, bool, np.float32, np.float64, np.int64, np.bool_
 def apply(prim: Primitive, *args, **params):
     """Run `prim` on `args` with the interpreter the arguments call for."""
     for a in args:
-        if type(a) not in _RAW:          # fast exit for the raw numpy path used by VJPs
+        if type(a) not in _RAW:          # speed: raw numpy arguments (VJPs in a plain backward) skip dispatch
             break
     else:
         try:
@@ -280,76 +273,6 @@ def describe(x) -> str:
     return f'{label} ({shp}, {av.dtype})'
 
 
-def value_array(data, what: str, dtype=None) -> np.ndarray:
-    """`data` as a numpy array of bool, integer or float values, or an InputError naming `what`.
-
-    >>> value_array([1, 2], 'mg.tensor').tolist()
-    [1, 2]
-    """
-    if data is None or isinstance(data, (str, bytes, dict, set)):
-        raise InputError(f'{what}: expected a number, a bool, a (nested) list of them or a numpy array, '
-                         f'got {type(data).__name__} {str(data)[:40]!r}')
-    try:
-        arr = np.array(data, dtype=dtype)
-    except (ValueError, TypeError, OverflowError) as e:   # ragged lists, huge ints, unknown dtypes
-        raise InputError(f'{what}: cannot make an array of {type(data).__name__} {str(data)[:40]!r}'
-                         + (f' as {dtype}' if dtype is not None else '') + f': {e}') from None
-    if arr.dtype.kind not in 'biuf':
-        raise InputError(f'{what}: got values of dtype {arr.dtype}; expected bool, integer or float values')
-    return arr
-
-
-def check_int(value, what: str, low=None) -> int:
-    """`value` as an int (not a bool or float) of at least `low`, or an InputError naming `what`.
-
-    >>> check_int(3, 'Linear: in_features', low=1)
-    3
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or \
-            (low is not None and value < low):
-        expected = 'an int' + ('' if low is None else f' >= {low}')
-        raise InputError(f'{what}: expected {expected}, got {type(value).__name__} {value!r}')
-    return int(value)
-
-
-def check_shape(shape, what: str, unknown=False) -> tuple:
-    """`shape` (an int or a tuple/list of ints, None dims too when `unknown`) as a tuple, or an InputError.
-
-    >>> check_shape((2, None), 'mg.placeholder: shape', unknown=True)
-    (2, None)
-    """
-    dims = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
-    if not isinstance(dims, (tuple, list)):
-        raise InputError(f'{what}: expected a tuple of ints, got {type(shape).__name__} {shape!r}')
-    return tuple(None if unknown and d is None else check_int(d, f'{what} {shape!r}', low=0) for d in dims)
-
-
-def check_dtype(dtype, what: str) -> np.dtype:
-    """`dtype` as a numpy dtype of bool, integer or float values, or an InputError naming `what`."""
-    try:
-        dt = np.dtype(dtype)
-    except (TypeError, ValueError):
-        dt = None
-    if dt is None or dt.kind not in 'biuf':
-        raise InputError(f'{what}: expected a bool, integer or float dtype (mg.float32, mg.int64, ...), '
-                         f'got {dtype!r}')
-    return dt
-
-
-def check_flag(value, what: str) -> bool:
-    """`value` as a bool (True/False only), or an InputError naming `what`."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise InputError(f'{what}: expected True or False, got {type(value).__name__} {value!r}')
-    return bool(value)
-
-
-def check_name(name, what: str):
-    """`name` if it is None or a str, else an InputError naming `what`."""
-    if name is not None and not isinstance(name, str):
-        raise InputError(f'{what}: name must be a string, got {type(name).__name__} {name!r}')
-    return name
-
-
 def fmt_shape(shape) -> str:
     if shape is None:
         return '?'
@@ -391,49 +314,6 @@ def elementwise_rule(*avals, _op='elementwise', _ufunc=None, **params) -> Aval:
     except TypeError:           # numpy has no loop for these dtypes (e.g. -bool)
         raise ShapeError(f'{_op}: numpy cannot compute it for dtypes {", ".join(map(str, dtypes))}; '
                          f'convert the inputs with .astype(...) first') from None
-
-
-_PYTHON_SCALARS = (bool, int, float)
-NEP50 = np.lib.NumpyVersion(np.__version__) >= '2.0.0'     # numpy 1.x promotes Python scalars by value
-
-
-def weak_dtype(value, dtypes, what='value') -> np.dtype:
-    """The dtype a Python scalar takes beside values of ``dtypes`` (numpy 2's NEP 50, whatever numpy runs):
-    an int adapts to the integers and floats there, a float to the floats, else int64 / float64; an
-    int out of that dtype's range is an InputError (numpy 2 refuses it too).
-
-    >>> weak_dtype(1, [np.dtype(np.uint8)]), weak_dtype(1.5, [np.dtype(np.int8)])
-    (dtype('uint8'), dtype('float64'))
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return bool_
-    kinds, default = ('iuf', int64) if isinstance(value, int) else ('f', float64)
-    near = [d for d in dtypes if d.kind in kinds]
-    dt = np.result_type(*near) if near else default
-    if isinstance(value, int) and dt.kind in 'iu' and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
-        raise InputError(f'{what}: the Python int {value} is out of range for {dt} (numpy 2 refuses it too); '
-                         f'use a wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
-    return dt
-
-
-def check_weak_ints(op: str, vals):
-    """An InputError for a Python int out of the range of the arrays' dtype (numpy 1.x would widen it)."""
-    strong = [v.dtype for v in vals if isinstance(v, np.ndarray)]
-    for v in vals:
-        if type(v) is int and strong:
-            weak_dtype(v, strong, op)
-
-
-def result_dtype(ufunc, op: str, *xs) -> np.dtype:
-    """The dtype numpy 2 gives ``ufunc(*xs)`` (Python scalars weak, NEP 50), or an error naming ``op``.
-
-    >>> result_dtype(np.subtract, 'subtract', np.zeros(2, np.int8), np.zeros(2, np.uint8))
-    dtype('int16')
-    """
-    strong = [aval_of(x).dtype for x in xs if not isinstance(x, _PYTHON_SCALARS)]
-    avals = [Aval((), weak_dtype(x, strong, op)) if isinstance(x, _PYTHON_SCALARS) else Aval((), aval_of(x).dtype)
-             for x in xs]
-    return elementwise_rule(*avals, _op=op, _ufunc=ufunc).dtype
 
 
 def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:

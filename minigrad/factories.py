@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import core
+from . import validate
 from .core import DEFAULT_FLOAT
 from .errors import InputError
 from .tensor import Tensor, tensor
@@ -25,7 +25,7 @@ def manual_seed(seed: int):
     >>> mg.manual_seed(0); a = mg.randn(2); mg.manual_seed(0); bool((a == mg.randn(2)).all())
     True
     """
-    _Rng.gen = np.random.default_rng(core.check_int(seed, 'mg.manual_seed: seed', low=0))
+    _Rng.gen = np.random.default_rng(validate.check_int(seed, 'mg.manual_seed: seed', low=0))
 
 
 def rng() -> np.random.Generator:
@@ -36,11 +36,11 @@ def rng() -> np.random.Generator:
 def _shape(shape, what='shape'):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return core.check_shape(shape, what)
+    return validate.check_shape(shape, what)
 
 
 def _float_dtype(dtype, what):
-    return DEFAULT_FLOAT if dtype is None else core.check_dtype(dtype, what)
+    return DEFAULT_FLOAT if dtype is None else validate.check_dtype(dtype, what)
 
 
 def zeros(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
@@ -54,10 +54,10 @@ def ones(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
 
 
 def full(shape, value, dtype=None, requires_grad=False, name=None) -> Tensor:
-    fill = core.value_array(value, 'mg.full: value')
+    fill = validate.value_array(value, 'mg.full: value')
     if fill.ndim:
         raise InputError(f'mg.full: value must be one number, got shape {fill.shape}')
-    return tensor(np.full(core.check_shape(shape, 'mg.full: shape'), fill, _float_dtype(dtype, 'mg.full: dtype')),
+    return tensor(np.full(validate.check_shape(shape, 'mg.full: shape'), fill, _float_dtype(dtype, 'mg.full: dtype')),
                   requires_grad=requires_grad, name=name)
 
 
@@ -82,7 +82,7 @@ def rand(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
 
 def arange(start, stop=None, step=1, dtype=None, requires_grad=False) -> Tensor:
     for what, v in (('start', start), ('stop', stop), ('step', step)):
-        if (v is not None or what == 'start') and core.value_array(v, f'mg.arange: {what}').ndim:
+        if (v is not None or what == 'start') and validate.value_array(v, f'mg.arange: {what}').ndim:
             raise InputError(f'mg.arange: {what} must be one number, got {v!r}')
     data = np.arange(start, stop, step) if stop is not None else np.arange(start)
     if dtype is None and data.dtype.kind == 'f':

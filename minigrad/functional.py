@@ -10,8 +10,9 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .core import (apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, value_array, describe,
-                   check_shape, check_dtype, check_flag, result_dtype, DEFAULT_FLOAT)
+from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, describe, DEFAULT_FLOAT
+from .validate import value_array, check_shape, check_dtype, check_flag
+from .dtypes import result_dtype
 from .errors import GraphError, ShapeError, InputError
 
 
@@ -119,7 +120,7 @@ def relu(x):
     """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch. relu(nan) is 0 (torch and ONNX
     Relu give nan): minigrad keeps its meaning everywhere, and export_onnx writes Where(0 < x, x, 0).
     >>> mg.relu(mg.tensor([-1.0, float('nan'), 2.0])).tolist()  ->  [0.0, 0.0, 2.0]"""
-    if isinstance(x, hooks.tensor_type):       # the eager fast path (same primitives)
+    if isinstance(x, hooks.tensor_type):       # speed: the eager path straight to eager_apply (same primitives)
         ea = hooks.eager_apply
         return ea(P.where, (ea(P.less, (0, x), {}), x, 0), {})
     (x,) = _lift(x)

@@ -16,9 +16,11 @@ import threading
 
 import numpy as np
 
+from . import validate
+from . import dtypes
 from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError, FeedError
 from .functional import OpsMixin
 from .autodiff import reverse_sweep, state
 
@@ -323,7 +325,7 @@ class Graph:
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
             # numpy 2's rule (NEP 50) whatever numpy runs: the scalar takes the Symbols' dtype
-            dtype = core.weak_dtype(x, dts, 'a Python number beside ' + ', '.join(
+            dtype = dtypes.weak_dtype(x, dts, 'a Python number beside ' + ', '.join(
                 f"'{s.name}' ({s.dtype})" for s in like if isinstance(s, Symbol))) if dts else \
                 (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
             return constant(np.asarray(x, dtype=dtype), graph=self)
@@ -449,6 +451,24 @@ def shapes_compatible(recorded, rule) -> bool:
     return all(a is None or b is None or a == b for a, b in zip(recorded, rule))
 
 
+def feed_array(value, dtype, what: str) -> np.ndarray:
+    """`value` (a number, list, array or Tensor) as an array of `dtype`, as a placeholder takes it: cast
+    within a kind (float64 -> float32) or from ints and bools into floats; any other cast is a FeedError
+    naming `what` (Session.run's feed_dict and a Program's inputs follow this one rule).
+
+    >>> feed_array([1, 2], np.dtype('float32'), "feed_dict value for 'x'").dtype
+    dtype('float32')
+    """
+    value = value.data if isinstance(value, core.hooks.tensor_type) else value
+    arr = value if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' else validate.value_array(value, what)
+    if arr.dtype != dtype:
+        if not np.can_cast(arr.dtype, dtype, 'same_kind') and not (arr.dtype.kind in 'iub' and dtype.kind == 'f'):
+            raise FeedError(f'{what}: cannot feed a {arr.dtype} value as {dtype} (casts keep the kind, or make '
+                            f'ints and bools floats); convert it first, e.g. np.asarray(value, dtype={dtype.name!r})')
+        arr = arr.astype(dtype)
+    return arr
+
+
 def _fmt_param(v) -> str:
     if isinstance(v, Graph):
         return f'<graph {len(v.nodes)} nodes>'
@@ -497,7 +517,7 @@ def reset_default_graph() -> Graph:
 
 # ------------------------------------------------------------------ sources
 def _check_name(name):
-    return core.check_name(name, 'graph node')
+    return validate.check_name(name, 'graph node')
 
 
 def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
@@ -507,14 +527,14 @@ def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
     dimension of any size. >>> x = mg.placeholder(mg.float32, shape=(None, 3), name='x')
     """
     g = get_default_graph()
-    dtype = core.check_dtype(dtype, 'mg.placeholder: dtype')
-    name = core.check_name(name, 'mg.placeholder')
+    dtype = validate.check_dtype(dtype, 'mg.placeholder: dtype')
+    name = validate.check_name(name, 'mg.placeholder')
     if shape is not None:
         dims = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
         if isinstance(dims, (tuple, list)):      # -1 is numpy's spelling of a dimension of any size
             dims = tuple(None if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d == -1 else d
                          for d in dims)
-        shape = core.check_shape(dims, 'mg.placeholder: shape', unknown=True)
+        shape = validate.check_shape(dims, 'mg.placeholder: shape', unknown=True)
     return g.add_node(PLACEHOLDER, [], {}, [Aval(shape, dtype)], name=name or 'placeholder')[0]
 
 
@@ -532,7 +552,7 @@ def _graph_value(value, dtype, what) -> np.ndarray:
     """A constant's or Variable's own read-only copy; Python floats become float32, numpy values keep their dtype."""
     if isinstance(value, core.hooks.tensor_type):
         value = value.data
-    arr = core.value_array(value, what, dtype)
+    arr = validate.value_array(value, what, dtype)
     if dtype is None and arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
         arr = arr.astype(DEFAULT_FLOAT)
     arr.setflags(write=False)

@@ -14,13 +14,13 @@ from collections import OrderedDict
 import numpy as np
 
 from . import core
-from .core import fmt_shape, Aval
+from .core import fmt_shape
 from .errors import TraceError, MinigradError, InputError
 from .graph import Graph, Symbol, placeholder, user_line, PLACEHOLDER, VARIABLE, CONSTANT
 from .session import _unflatten
 from .tensor import Tensor, Rebinds
 from .compiler import compile as compile_graph
-from .compiler.rewrite import copy_node
+from .compiler.rewrite import copy_node, extract, stand_in
 from .interpreter import evaluate
 from .trace import (Callee, Captures, arg_names, as_array, call_outputs, copy_aliases, needs_call_node, outputs_of,
                     value_of)
@@ -98,22 +98,10 @@ def _segment_nodes(fetches, lo, hi) -> list:
 
 def _segment(name, nodes, outs, guard, backend=None) -> Segment:
     """Copy ``nodes`` into a new graph; values made before it become its placeholders."""
-    g, env, ins = Graph(name), {}, []
-
-    def sym(s):
-        if id(s) not in env:
-            if s.node.prim is CONSTANT:          # copy constants: the compiler can fold them
-                env[id(s)] = copy_node(g, s.node, [])[0]
-            else:
-                env[id(s)] = g.add_node(PLACEHOLDER, [], {}, [Aval(s.shape, s.dtype)], name=s.name)[0]
-                ins.append(s)
-        return env[id(s)]
-    mine = {id(o) for n in nodes for o in n.outputs}
-    for s in [i for n in nodes for i in n.inputs if id(i) not in mine]:      # placeholders first, as in a trace
-        sym(s)
-    for n in nodes:
-        env.update(zip(map(id, n.outputs), copy_node(g, n, [sym(i) for i in n.inputs])))
-    program = compile_graph([env[id(s)] for s in outs], [env[id(s)] for s in ins], backend=backend) if outs else None
+    def read(g, s, user):       # copy constants: the compiler can fold them
+        return copy_node(g, s.node, [])[0] if s.node.prim is CONSTANT else stand_in(g, s)
+    g, ins = extract(nodes, outs, name, read=read, inputs_first=True)
+    program = compile_graph(g.outputs, g.inputs, backend=backend) if outs else None
     return Segment(g, program, ins, outs, guard)
 
 

@@ -14,7 +14,8 @@ import time
 import numpy as np
 
 from . import functional as F
-from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, value_array, apply, check_int
+from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, apply
+from .validate import value_array, check_int
 from .errors import InputError, MinigradError, ShapeError
 from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
 from .tensor import Tensor, Rebinds, tensor, no_grad

@@ -6,9 +6,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import fmt_shape, describe, hooks, value_array, refuse_pickle
+from .core import fmt_shape, describe, refuse_pickle
 from .errors import FeedError, GraphError, InputError
-from .graph import Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, PLACEHOLDER, VARIABLE
+from .graph import (Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, feed_array, PLACEHOLDER,
+                    VARIABLE)
 from .interpreter import missing_feed_error
 from .compiler import compile as compile_program
 
@@ -24,7 +25,7 @@ class Session:
     >>> with g.as_default():
     ...     a = mg.placeholder(mg.float32); b = mg.placeholder(mg.float32); c = a * b
     >>> with mg.Session(g) as sess:
-    ...     sess.run([c], feed_dict={a: [15.0], b: [20.0]})[0][0]
+    ...     float(sess.run([c], feed_dict={a: [15.0], b: [20.0]})[0][0])
     300.0
     """
 
@@ -68,7 +69,7 @@ class Session:
             if f.graph is not self.graph:
                 raise FeedError(f"Session.run: fetch '{f.name}' belongs to another graph than this Session's. "
                                 f'Create the session with mg.Session(that_graph), or build the op in this graph.')
-        feeds = self._check_feeds({} if feed_dict is None else feed_dict)
+        feeds = check_feeds(self.graph, {} if feed_dict is None else feed_dict)
         with self._lock:
             values = self._execute(flat, feeds)
         return _unflatten(template, iter(values))
@@ -102,37 +103,39 @@ class Session:
             self.state[id(v.node)] = s
         return out
 
-    def _check_feeds(self, feed_dict) -> dict:
-        if not isinstance(feed_dict, dict):
-            raise FeedError(f'feed_dict must be a dict {{placeholder: value}}, got {type(feed_dict).__name__} '
-                            f'{feed_dict!r:.40}')
-        feeds = {}
-        for k, v in feed_dict.items():
-            if not isinstance(k, Symbol):
-                raise FeedError(f'feed_dict key {describe(k)} is not a Symbol; feed placeholders or Variables')
-            if k.graph is not self.graph:
-                raise FeedError(f"feed_dict key '{k.name}' belongs to another graph than this Session's")
-            if k.node.prim is not PLACEHOLDER and k.node.prim is not VARIABLE:
-                raise FeedError(f"feed_dict key '{k.name}' is the result of a '{k.op}' op; only placeholders "
-                                f'and Variables can be fed')
-            if isinstance(v, Symbol):
-                raise FeedError(f"feed_dict value for '{k.name}' is a Symbol; feed concrete values (numbers, "
-                                f'lists, numpy arrays)')
-            v = v.data if isinstance(v, hooks.tensor_type) else v
-            arr = value_array(v, f"feed_dict value for '{k.name}'")
-            if arr.dtype != k.dtype:
-                if not np.can_cast(arr.dtype, k.dtype, 'same_kind') and not (
-                        arr.dtype.kind in 'iub' and k.dtype.kind == 'f'):
-                    raise FeedError(f"cannot feed a {arr.dtype} value into '{k.name}' ({k.dtype}); convert it "
-                                    f'first, e.g. np.asarray(value, dtype={k.dtype.name!r})')
-                arr = arr.astype(k.dtype)
-            if not shapes_compatible(k.shape, arr.shape):
-                raise FeedError(f"cannot feed a value of shape {fmt_shape(arr.shape)} into '{k.name}', which "
-                                f'has shape {fmt_shape(k.shape)} (None = any size). A graph is built for '
-                                f'one input shape: reshape the value or build the graph with '
-                                f'placeholder(shape=...) that allows it.')
-            feeds[id(k)] = arr
-        return feeds
+def check_feeds(graph: Graph, feed_dict) -> dict:
+    """A feed_dict for `graph` checked and converted: {id(placeholder or Variable): array of its dtype}.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     x = mg.placeholder(mg.float32, (None,), name='x')
+    >>> check_feeds(g, {x: [1, 2]})[id(x)].dtype
+    dtype('float32')
+    """
+    if not isinstance(feed_dict, dict):
+        raise FeedError(f'feed_dict must be a dict {{placeholder: value}}, got {type(feed_dict).__name__} '
+                        f'{feed_dict!r:.40}')
+    feeds = {}
+    for k, v in feed_dict.items():
+        if not isinstance(k, Symbol):
+            raise FeedError(f'feed_dict key {describe(k)} is not a Symbol; feed placeholders or Variables')
+        if k.graph is not graph:
+            raise FeedError(f"feed_dict key '{k.name}' belongs to another graph than this Session's")
+        if k.node.prim is not PLACEHOLDER and k.node.prim is not VARIABLE:
+            raise FeedError(f"feed_dict key '{k.name}' is the result of a '{k.op}' op; only placeholders "
+                            f'and Variables can be fed')
+        if isinstance(v, Symbol):
+            raise FeedError(f"feed_dict value for '{k.name}' is a Symbol; feed concrete values (numbers, "
+                            f'lists, numpy arrays)')
+        arr = feed_array(v, k.dtype, f"feed_dict value for '{k.name}'")
+        if not shapes_compatible(k.shape, arr.shape):
+            raise FeedError(f"cannot feed a value of shape {fmt_shape(arr.shape)} into '{k.name}', which "
+                            f'has shape {fmt_shape(k.shape)} (None = any size). A graph is built for '
+                            f'one input shape: reshape the value or build the graph with '
+                            f'placeholder(shape=...) that allows it.')
+        feeds[id(k)] = arr
+    return feeds
 
 
 def _flatten(x, out):

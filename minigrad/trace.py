@@ -23,7 +23,7 @@ from .core import OPS, fmt_shape, register_primitive
 from .core import Aval
 from .errors import TraceError, InputError
 from .graph import Graph, Symbol, Variable, placeholder, gradients
-from .session import Session, _flatten, _unflatten
+from .session import check_feeds, _flatten, _unflatten
 from .tensor import Tensor, Tape, tensor, is_grad_enabled, enable_grad
 from .autodiff import state
 from .forward import Dual, push
@@ -230,7 +230,7 @@ def _run(traced: TracedFunction, arrays) -> list:
     if traced.program is not None:
         params = [t.data for _, t in traced.params]
         return copy_aliases(list(traced.program(*arrays, *params)), [*arrays, *params])
-    feeds = Session(traced.graph)._check_feeds(traced.feeds(arrays))
+    feeds = check_feeds(traced.graph, traced.feeds(arrays))
     return [np.array(v) for v in evaluate(traced.graph, traced.outputs, feeds, {})]
 
 

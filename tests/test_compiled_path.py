@@ -185,6 +185,32 @@ def test_x_plus_zero_keeps_the_sign_of_zero():
     assert not np.signbit(got[0])          # -0.0 + 0.0 is +0.0
 
 
+ZERO_CASES = {'relu': mg.relu, 'where(0 < x, x, 0)': lambda x: mg.where(0.0 < x, x, 0.0),
+              'where(0 < x, x, -0.0)': lambda x: mg.where(0.0 < x, x, -0.0), 'maximum(x, 0)': lambda x: mg.maximum(x, 0.0),
+              'x * 0': lambda x: x * 0, 'x * 0.0': lambda x: x * 0.0, 'x * -0.0': lambda x: x * -0.0,
+              'x + 0': lambda x: x + 0, 'x + 0.0': lambda x: x + 0.0, 'x + -0.0': lambda x: x + -0.0,
+              'x - 0.0': lambda x: x - 0.0, 'x * 1': lambda x: x * 1, 'x + y * -1': lambda x: x + x * -1.0}
+
+
+@pytest.mark.parametrize('backend', ['numpy', pytest.param('numba', marks=pytest.mark.skipif(
+    not mg.compiler.kernels.available(), reason='numba is not installed'))])
+@pytest.mark.parametrize('case', sorted(ZERO_CASES))
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_simplified_rewrites_keep_the_sign_of_zero(case, backend, dtype):
+    # simplify's rewrites (unit, zero, relu, sub) read constants through one test, rewrite.uniform: a
+    # rewrite that took -0.0 for 0.0 (or 0 for -0.0) would flip a zero's sign in the compiled program only.
+    fn, v = ZERO_CASES[case], np.array([-0.0, 0.0, 1.0, -1.0, np.inf, -np.inf], dtype)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(dtype, (6,), name='x')
+        y = fn(x)
+    with np.errstate(invalid='ignore'):
+        want = fn(mg.tensor(v)).numpy()
+        got = mg.compile(y, [x], backend=backend)(v)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
 def test_integer_times_zero_still_folds():
     g = mg.Graph()
     with g.as_default():
@@ -312,3 +338,23 @@ def test_a_pass_that_merges_inputs_is_a_graph_error():
         return rebuild(graph, rw)
     with pytest.raises(mg.GraphError, match="invalid after pass 'merge_placeholders'.*not distinct"):
         mg.compile(y, [a, b], passes=[merge_placeholders])
+
+
+@pytest.mark.parametrize('dtype', [mg.float32, mg.int64, mg.bool_])
+@pytest.mark.parametrize('value', [np.array([1.5, 2.0]), np.array([1, 2]), np.array([True, False]),
+                                   np.array([1, 2], np.int8), [1.0, 2.0], mg.tensor([1, 2])])
+def test_session_and_program_take_feeds_by_one_rule(dtype, value):
+    # graph.feed_array is the rule (casts within a kind, or ints/bools into floats): Session.run's
+    # feed_dict and a Program's inputs must accept and refuse the same values, and give the same arrays.
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(dtype, (2,), name='x')
+        y = mg.reshape(x, (1, 2))
+    outcomes = []
+    for run in (lambda: mg.Session(g).run(y, {x: value}), lambda: mg.compile(y, [x])(value)):
+        try:
+            outcomes.append(('ok', run().dtype, run().tolist()))
+        except mg.errors.FeedError as e:
+            assert "('x')" in str(e) or "'x'" in str(e), e          # names the input
+            outcomes.append(('refused',))
+    assert outcomes[0] == outcomes[1]

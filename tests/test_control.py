@@ -7,13 +7,14 @@ import pytest
 import minigrad as mg
 from minigrad import interpreter
 from minigrad.control import MaxIterationsError
+from minigrad.session import check_feeds
 
 
 def run(g, fetches, feed=None):
     """Evaluate with the reference interpreter (the oracle that defines what a graph means)."""
     g.verify()
     flat = [fetches] if isinstance(fetches, mg.Symbol) else list(fetches)
-    feeds = mg.Session(g)._check_feeds(feed or {})
+    feeds = check_feeds(g, feed or {})
     vals = interpreter.evaluate(g, [f for f in _leaves(flat)], feeds)
     it = iter(vals)
     out = [_rebuild(f, it) for f in flat]

@@ -229,7 +229,7 @@ def test_feed_wrong_shape_and_dtype():
     sess = mg.Session(g)
     with pytest.raises(mg.FeedError, match=r"shape \(2, 4\).*'x'.*\(\?, 3\)"):
         sess.run(y, {x: np.ones((2, 4))})
-    with pytest.raises(mg.FeedError, match=r"float64.*'i'.*int64"):
+    with pytest.raises(mg.FeedError, match=r"'i'.*float64.*int64"):
         sess.run(i, {i: 1.5})
 
 

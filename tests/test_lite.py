@@ -349,7 +349,7 @@ def test_vizjs_in_a_worker_gives_the_same_svg_structure_as_dot(vizjs_render):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_stepper_steps_on_the_vizjs_svg(vizjs_render, monkeypatch):
-    from minigrad.viz import stepper as stepper_mod
+    from minigrad.viz import frames as stepper_mod      # Layout renders there
     calls = []
 
     def through_vizjs(dot):

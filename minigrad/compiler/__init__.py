@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 
-from ..core import Aval
 from ..errors import FeedError, GraphError
 from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, needed_nodes, one_graph
 from . import rules     # noqa: F401  (first: fills the compiler fields of the primitives' records)
@@ -37,7 +36,7 @@ from .ops import fma, fused
 from .pipeline import PASSES, DEFAULT_PASSES, register_pass, run_pipeline
 from .program import Program
 from .prune import prune
-from .rewrite import rebuild, emit, copy_node
+from .rewrite import rebuild, emit, copy_node, stand_in
 from .simplify import simplify
 from .specialize import specialize
 
@@ -72,7 +71,7 @@ def _import(outputs, inputs, input_shapes):
     def rw(node, ins, g):
         o = node.outputs[0]
         if id(o) in shapes:        # an input (a fed Variable becomes a placeholder)
-            return g.add_node(PLACEHOLDER, [], {}, [Aval(shapes[id(o)], o.dtype)], name=o.name)
+            return [stand_in(g, o, shapes[id(o)])]
         if node.prim is ASSIGN and id(node.inputs[0]) in shapes:    # as TF1: the step reads the fed value,
             var = copy_node(g, node.inputs[0].node, [])                # and the assign still updates the Variable
             return copy_node(g, node, [var[0], ins[1]])

@@ -15,8 +15,12 @@ from ..graph import ASSIGN
 from .ops import kernel_call
 
 
-def _safe(name) -> str:
-    """A user's name, made safe for a comment."""
+def comment_safe(name) -> str:
+    """A user's name, made safe for a comment in generated code (here and in kernels.py).
+
+    >>> comment_safe('x\\n= 1')
+    'x___1'
+    """
     return re.sub(r'[^A-Za-z0-9_.:-]', '_', str(name))[:40]
 
 
@@ -69,17 +73,17 @@ class Codegen:
                 chk += f' or {n}.shape != {v.shape!r}'
             if v.contig:                # a loop kernel reads it as a C-contiguous array
                 chk += f' or not {n}.flags.c_contiguous'
-            self.body.append(f'if {chk}: {n} = conv({i}, {n})  # {_safe(v.name)}')
+            self.body.append(f'if {chk}: {n} = conv({i}, {n})  # {comment_safe(v.name)}')
 
     def held(self, allv):
         """Constants (bound once) and Variable state (read from S each call)."""
         for v in allv:
             if v.kind == 'const' and v.first == -1:
                 self.names[id(v)] = f'c{len(self.names)}'
-                self.head.append(f'{self.names[id(v)]} = {self.const(v.const)}  # {_safe(v.name)}')
+                self.head.append(f'{self.names[id(v)]} = {self.const(v.const)}  # {comment_safe(v.name)}')
             elif v.kind == 'state' and v.first == -1:
                 self.names[id(v)] = f's{v.const}'
-                self.body.append(f's{v.const} = S[{v.const}]  # {_safe(v.name)}')
+                self.body.append(f's{v.const} = S[{v.const}]  # {comment_safe(v.name)}')
 
     # -- steps
     def out_buffer(self, st):
@@ -116,7 +120,7 @@ class Codegen:
         else:                           # anything else: its numpy impl, params bound as a value
             line = f'{self.const(prim.impl)}({", ".join(args + ["**" + self.const(dict(st.params))])})'
             line = line if prim.multiple_results else f"{self.fn('asarray')}({line})"
-        comment = f'  # {_safe(o.name)} = {prim.name}'
+        comment = f'  # {comment_safe(o.name)} = {prim.name}'
         if o.kind == 'temp' and o.buf is not None:
             self.body.append(line + comment)
         else:
@@ -137,12 +141,12 @@ class Codegen:
         i = var.const
         new = self.into_state.get(id(val))
         if new == f'n{i}':                              # the kernel already wrote it there
-            self.body.append(f'# assign {_safe(var.name)}: written by the kernel above')
+            self.body.append(f'# assign {comment_safe(var.name)}: written by the kernel above')
             self.names[id(st.outs[0])] = new
         else:
             new = self.name(st.outs[0])
             self.body.append(f"{new} = {self.fn('array')}({args[1]}, {self.dtype(var.dtype)})  "
-                             f"# assign {_safe(var.name)}")
+                             f"# assign {comment_safe(var.name)}")
         self.commits.append((i, new))
 
     # -- results
@@ -151,7 +155,7 @@ class Codegen:
         for k, v in enumerate(outputs):
             if v.kind == 'temp' and v.buf is not None and id(v) not in self.names:
                 self.names[id(v)] = f'o{k}'
-                self.body.append(f'o{k} = b{v.buf} if O is None else O[{k}]  # {_safe(v.name)}')
+                self.body.append(f'o{k} = b{v.buf} if O is None else O[{k}]  # {comment_safe(v.name)}')
 
     def returns(self, outputs, single):
         """Every returned value gets its own name, written before the return: the caller owns it.

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from .. import ops as P
 from ..core import Aval
-from ..graph import Graph, Symbol, PLACEHOLDER
+from ..graph import Graph, Symbol
 from .ops import fma, fused
 from .kernels import why_not
 from .prune import prune
-from .rewrite import rewrite_pass, unchanged, copy_node, emit, NodeView
+from .rewrite import rewrite_pass, unchanged, copy_node, emit, extract, NodeView
 
 
 MAX_GROUP = 64      # ops per group: bounds a loop kernel's compile time (LLVM grows faster than linearly)
@@ -46,7 +46,7 @@ def fuse(graph: Graph) -> Graph:
     ...     w, x, b = (mg.placeholder(mg.float32, (3,), name=n) for n in 'wxb'); y = mg.relu(w * x + b)
     >>> g.outputs = [y]
     >>> [n.op for n in fuse(g).nodes][3:]
-    ['constant', 'fused']
+    ['constant', 'constant', 'fused']
     """
     uses = _uses(graph)
 
@@ -158,17 +158,7 @@ def _emit_groups(graph, node_group, groups):
 
 def _fused_node(new: Graph, nodes, results, env) -> list:
     """One `fused` node in `new` computing `results` from the group's `nodes` (a sub-graph)."""
-    inside = {id(o) for n in nodes for o in n.outputs}
-    ext, sub, senv = [], Graph('fused', new), {}
-    for n in nodes:
-        for i in n.inputs:
-            if id(i) not in inside and id(i) not in senv:
-                ext.append(i)
-                senv[id(i)] = sub.add_node(PLACEHOLDER, [], {}, [Aval(i.shape, i.dtype)],
-                                           name=i.name)[0]
-        senv.update(zip(map(id, n.outputs), copy_node(sub, n, [senv[id(i)] for i in n.inputs])))
-    sub.inputs = [senv[id(i)] for i in ext]
-    sub.outputs = [senv[id(o)] for o in results]
+    sub, ext = extract(nodes, results, 'fused', new)
     kind = 'elementwise' if all(n.prim.elementwise for n in nodes) else 'matmul_epilogue'
     outs = new.add_node(fused, [env[id(i)] for i in ext], {'graph': sub, 'kind': kind},
                         [Aval(o.shape, o.dtype) for o in results], name=results[-1].name)

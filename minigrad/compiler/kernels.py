@@ -30,7 +30,7 @@ import numpy as np
 from ..core import Names
 from ..errors import MinigradError
 from ..graph import PLACEHOLDER
-from .codegen import _safe
+from .codegen import comment_safe
 
 try:
     import numba
@@ -114,7 +114,7 @@ def _namer(readable):
 
 def _note(local, name, op=None) -> str:
     """The comment after a line: the op, and the value's name when the local differs from it."""
-    said = [] if local == name else [_safe(name) + (' =' if op else '')]
+    said = [] if local == name else [comment_safe(name) + (' =' if op else '')]
     return '  # ' + ' '.join(said + ([op] if op else [])) if said or op else ''
 
 

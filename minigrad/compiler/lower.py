@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Aval
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
 from .kernels import build_kernel, why_not
 from .ops import kernel_call, fused
-from .rewrite import copy_node
+from .rewrite import extract, stand_in
 
 
 class Value:
@@ -105,16 +104,13 @@ class _Flattener:
         self.walk(head)
         inside = [n for n in sub.nodes if n.prim is not PLACEHOLDER and n.prim.kernel is not None]
         made = {id(o) for n in inside for o in n.outputs}
-        g, env, ext = Graph('kernel'), {}, []
-        for n in inside:
-            for i in n.inputs:
-                if id(i) not in made and id(i) not in env:
-                    ext.append(self.kernel_input(self.vals[id(i)], len(n.outputs[0].shape)))
-                    env[id(i)] = g.add_node(PLACEHOLDER, [], {}, [Aval(ext[-1].shape, i.dtype)], name=i.name)[0]
-                    g.inputs.append(env[id(i)])
-            env.update(zip(map(id, n.outputs), copy_node(g, n, [env[id(i)] for i in n.inputs])))
+        ext = []
+
+        def read(g, s, user):           # the kernel reads the value as kernel_input gives it
+            ext.append(self.kernel_input(self.vals[id(s)], len(user.outputs[0].shape)))
+            return stand_in(g, s, ext[-1].shape)
         results = [s for s in sub.outputs if id(s) in made]
-        g.outputs = [env[id(s)] for s in results]
+        g, _ = extract(inside, results, 'kernel', read=read)
         k = build_kernel(g, ['A' if v.kind == 'view' and v.shape else 'C' for v in ext])
         self.kernels.append(k)
         res = [self.new(s, 'temp') for s in results]

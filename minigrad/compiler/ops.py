@@ -9,9 +9,9 @@ import numpy as np
 
 from .. import ops as P
 from ..core import Aval, register_primitive, elementwise_rule
-from ..graph import Graph, PLACEHOLDER
+from ..graph import Graph
 from ..interpreter import run_graph
-from .rewrite import uniform
+from .rewrite import uniform, stand_in
 
 
 def _ew(name, impl, doc, **fields):
@@ -22,7 +22,7 @@ def _ew(name, impl, doc, **fields):
 def _fma_graph(node) -> Graph:
     """fma(a, b, c) as the sub-graph it stands for: p = a * b; y = p + c (named y:mul and y)."""
     g, y = Graph('fma'), node.outputs[0]
-    g.inputs = [g.add_node(PLACEHOLDER, [], {}, [Aval(i.shape, i.dtype)], name=i.name)[0] for i in node.inputs]
+    g.inputs = [stand_in(g, i) for i in node.inputs]
     a, b, c = g.inputs
     p = g.add_node(P.mul, [a, b], {}, [P.mul.shape_rule(a, b)], name=f'{y.name}:mul')[0]
     g.outputs = g.add_node(P.add, [p, c], {}, [Aval(y.shape, y.dtype)], name=y.name)

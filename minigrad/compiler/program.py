@@ -9,9 +9,9 @@ import threading
 
 import numpy as np
 
-from ..core import fmt_shape, hooks, refuse_pickle, value_array
+from ..core import fmt_shape, hooks, refuse_pickle
 from ..errors import FeedError, MinigradError, ShapeError
-from ..graph import shapes_compatible
+from ..graph import shapes_compatible, feed_array
 from .codegen import generate
 from .lower import flatten
 from .memory import plan_memory
@@ -65,13 +65,7 @@ class Program:
 
         def conv(i, x):
             fs, shape, dt = shapes[i]
-            x = x.data if isinstance(x, hooks.tensor_type) else x
-            arr = x if isinstance(x, np.ndarray) else value_array(x, f"Program: input {i} ('{names[i]}')")
-            if arr.dtype != dt:
-                if not np.can_cast(arr.dtype, dt, 'same_kind') and not (arr.dtype.kind in 'iub' and dt.kind == 'f'):
-                    raise FeedError(f"Program: cannot pass a {arr.dtype} value as input {i} ('{names[i]}', {dt}); "
-                                    f'convert it first with np.asarray(value, dtype={dt.name!r})')
-                arr = arr.astype(dt)
+            arr = feed_array(x, dt, f"Program: input {i} ('{names[i]}')")
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
             if not shapes_compatible(shape, arr.shape):

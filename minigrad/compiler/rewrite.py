@@ -4,7 +4,9 @@ so the snapshots in ``program.history`` stay valid.
 * ``rebuild(graph, rewrite)`` copies a graph; ``rewrite(node, new_inputs, new_graph)`` may
   return replacement symbols for a node's outputs (None copies it);
 * ``emit(g, prim, inputs, **params)`` adds a node, its outputs inferred by the shape rule;
-* ``copy_node`` copies one node onto new inputs.
+* ``copy_node`` copies one node onto new inputs;
+* ``extract(nodes, results)`` copies some nodes into a graph of their own, the values they read
+  from outside becoming its placeholders (``stand_in``): a fused group, a kernel, a jit segment.
 
 A pass that finds nothing to do returns its input graph itself (``rewrite_pass`` does
 that for you), so an unchanged pass costs one walk and no copy.
@@ -16,10 +18,11 @@ import numpy as np
 from .. import ops as P
 from ..core import Aval
 from ..errors import GraphError, ShapeError
-from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, where_text
+from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, PLACEHOLDER, where_text
 
 
-def _merge(recorded, rule):
+def _fill_unknown_dims(recorded, rule):
+    """The recorded shape, its unknown dims taken from the shape rule's answer."""
     if recorded is None or rule is None:
         return recorded if rule is None else rule
     if len(recorded) != len(rule):
@@ -55,12 +58,58 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
         except ShapeError as e:         # shapes fed at run time meet the graph: name the learner's line
             raise ShapeError(f'{e} (node {node.outputs[0].name}, {where_text(node)})' if node.where else str(e)) from None
         r = list(r) if node.prim.multiple_results else [r]
-        avals = [Aval(_merge(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
+        avals = [Aval(_fill_unknown_dims(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
     outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name)
     for o, old in zip(outs[1:], node.outputs[1:]):
         o.name = g.unique_name(old.name)
     outs[0].node.where = node.where       # a copy still points at the learner's line
     return outs
+
+
+def stand_in(g: Graph, sym, shape=None) -> Symbol:
+    """A placeholder of `g` standing for `sym`, a value computed elsewhere: its name and dtype, and its
+    shape unless `shape` is given. ``stand_in(g, x)`` in a sub-graph is what ``x`` is outside it."""
+    return g.add_node(PLACEHOLDER, [], {}, [Aval(sym.shape if shape is None else shape, sym.dtype)], name=sym.name)[0]
+
+
+def extract(nodes, results, name='sub', parent=None, read=None, inputs_first=False):
+    """A new graph computing `results` by copies of `nodes` (in order): each value they read from outside
+    `nodes` becomes a placeholder of it (``stand_in``), one per value, in order of first use. Returns
+    (graph, outside values): ``graph.inputs[k]`` stands for ``outside[k]``.
+
+    ``read(g, sym, user)`` may give another stand-in for `sym` (first read by node `user`): a placeholder
+    of another shape, or a copy of a constant (then not an input). ``inputs_first``: all stand-ins ahead
+    of the copies (as a trace lists them); else each just before its first user.
+
+    >>> import minigrad as mg
+    >>> g = mg.Graph()
+    >>> with g.as_default():
+    ...     x = mg.placeholder(mg.float32, (2,), name='x'); y = mg.exp(x) * 2.0
+    >>> sub, outside = extract(g.nodes[1:], [y])
+    >>> [n.op for n in sub.nodes], [s.name for s in outside]
+    (['placeholder', 'exp', 'constant', 'mul'], ['x'])
+    """
+    g, env, outside = Graph(name, parent), {}, []
+    made = {id(o) for n in nodes for o in n.outputs}
+    read = read or (lambda g, s, user: stand_in(g, s))
+
+    def value(s, user):
+        if id(s) not in env:
+            env[id(s)] = read(g, s, user)
+            if env[id(s)].node.prim is PLACEHOLDER:
+                outside.append(s)
+                g.inputs.append(env[id(s)])
+        return env[id(s)]
+    if inputs_first:
+        for n in nodes:
+            for i in n.inputs:
+                if id(i) not in made:
+                    value(i, n)
+    for n in nodes:
+        ins = [env[id(i)] if id(i) in made else value(i, n) for i in n.inputs]
+        env.update(zip(map(id, n.outputs), copy_node(g, n, ins)))
+    g.outputs = [env[id(s)] for s in results]
+    return g, outside
 
 
 def subgraphs(params) -> bool:

@@ -1,13 +1,16 @@
 """What the compiler reads from each primitive's record, written here beside the compiler (the
 op table in ops.py keeps what the tape needs: impl, shape rule, VJP).
 
+* ``ufunc``: the numpy ufunc (by name) generated code calls with an ``out=`` buffer (set by ops.py's
+  ``ew`` for the elementwise primitives, since it is their impl);
 * ``emit(args, out, params, ctx) -> str``: the generated numpy code of an op that is no plain ufunc
   call (``out`` is a planned buffer's name or None; ``ctx.fn``/``ctx.lit``/``ctx.const`` bind values);
 * ``unit`` / ``zero`` (simplify): ``op(x, unit) == x``; ``op(x, zero) == zero`` for integers;
 * ``compose(inner, outer, ndim)`` (simplify): ``op(op(x, inner), outer)`` as one op's params, or None
   when the two cancel;
 * ``lower(b, *ins, **params)`` (specialize): the op with static shapes in simpler ops, or None;
-* ``kernel(args, params, ctx) -> str``: the op as a scalar expression inside a numba loop kernel.
+* ``kernel(args, params, ctx) -> str``: the op as a scalar expression inside a numba loop kernel;
+* ``match`` / ``decompose``: a compiler op's pattern and the sub-graph it stands for (compiler/ops.py).
 
 A learner's own primitive can carry the same fields (``register_primitive(..., emit=..., kernel=...)``).
 """

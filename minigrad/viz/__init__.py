@@ -6,13 +6,14 @@
 """
 from .draw import draw, render_svg, load_renderer, mimebundle, Drawing, to_digraph, preview  # noqa: F401 (public helpers)
 
-_LAZY = ('Stepper', 'PassStepper', 'PathStepper', 'LoopStepper', 'TraceStepper', 'Layout', 'memory_timeline', 'Frame',
-         'pass_diff')
+_LAZY = {'Frame': 'frames', 'Layout': 'frames', 'Stepper': 'stepper', 'PassStepper': 'pass_stepper',
+         'pass_diff': 'pass_stepper', 'PathStepper': 'path_stepper', 'LoopStepper': 'loop_stepper',
+         'TraceStepper': 'trace_stepper', 'memory_timeline': 'memory'}      # name -> the file defining it
 __all__ = ['draw', 'render_svg', 'load_renderer', 'mimebundle', *_LAZY]
 
 
 def __getattr__(name):          # lazy: importing minigrad must not need ipywidgets or matplotlib
     if name in _LAZY:
-        from . import stepper
-        return getattr(stepper, name)
+        from . import frames, stepper, pass_stepper, path_stepper, loop_stepper, trace_stepper, memory  # noqa: F401
+        return getattr(globals()[_LAZY[name]], name)        # (importing a submodule binds it in the package)
     raise AttributeError(f'module minigrad.viz has no attribute {name!r}')

@@ -26,7 +26,8 @@ import threading
 
 import numpy as np
 
-from ..core import OPS, Names, check_int, fmt_shape, hooks
+from ..core import OPS, Names, fmt_shape, hooks
+from ..validate import check_int
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..nn import Parameter
@@ -112,7 +113,7 @@ def preview(v, width=28) -> str:
     return s
 
 
-def _shape_str(shape, dtype) -> str:
+def shape_text(shape, dtype) -> str:
     short = {'float32': 'f32', 'float64': 'f64', 'int64': 'i64', 'int32': 'i32', 'bool': 'bool'}
     return f'{short.get(str(dtype), str(dtype)) if dtype is not None else ""} {fmt_shape(shape)}'.strip()
 
@@ -120,7 +121,7 @@ def _shape_str(shape, dtype) -> str:
 def _data_label(v, value, grad, buf):
     rows = [f'<b>{esc(v["name"])}</b>']
     if v['shape'] is not None or v['dtype'] is not None:       # nothing known: no '?' row
-        rows.append(f'<font point-size="9">{esc(_shape_str(v["shape"], v["dtype"]))}</font>')
+        rows.append(f'<font point-size="9">{esc(shape_text(v["shape"], v["dtype"]))}</font>')
     if value is not None:
         rows.append(f'<font face="Courier" point-size="10">{esc(preview(value))}</font>')
     if grad is not None:
@@ -552,7 +553,7 @@ def _fused_group(d, n, sub, ok, cluster, values, env, outs, bwd):
 
 
 # ------------------------------------------------------------------ mg.draw
-def _as_graph(obj):
+def as_graph(obj):
     """(graph, fetch) for a Graph, Symbol, traced function or Program; None otherwise."""
     if isinstance(obj, Graph):
         return obj, None
@@ -603,7 +604,7 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
     elif isinstance(obj, Tape):
         d, _ = from_tape(obj)
     else:
-        gf = _as_graph(obj)
+        gf = as_graph(obj)
         if gf is None:
             raise InputError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
                              f'traced function or Program')

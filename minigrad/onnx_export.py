@@ -1,4 +1,4 @@
-"""mg.export_onnx: write a minigrad graph as an ONNX model; mg.import_onnx reads one back.
+"""mg.export_onnx: write a minigrad graph as an ONNX model (onnx_import.py reads one back).
 
 Each primitive's ONNX lowering lives on its record (``Primitive.onnx``): a function
 ``lower(b, node, names) -> [output names]`` where ``b`` is the `_Builder` below. Compiler ops
@@ -9,25 +9,17 @@ Export lowers only what the outputs need; ``dynamic_axes=`` rebuilds the graph o
 those dims unknown. Where onnxruntime and numpy differ on special values, the lowering writes minigrad's
 meaning (relu(nan) = 0, sqrt(-0.0) = -0.0, max of a NaN is NaN); the sign of zero through ONNX Where is
 onnxruntime's (Where(True, -0.0, y) gives +0.0 there).
-
-import_onnx maps ONNX ops back onto primitives (Slice/Squeeze/Unsqueeze/Gather become getitem,
-ScatterElements scatter_add, If cond, Loop while_loop) and folds the run-time shape patterns of the
-*_like lowerings (``Expand(x, Shape(r))`` ...) back into broadcast_like / reshape_like / sum_to_like;
-the operators of a PyTorch MLP (TORCH_OPS) map onto minigrad's composites.
 """
 from __future__ import annotations
 
-import functools
-from collections import namedtuple
-
 import numpy as np
 
-from . import functional as F, ops as P
+from . import ops as P
 from .compiler import ops as C
 from .compiler.program import Program
 from .core import Names, apply
-from .control import COND, WHILE, cond, while_loop
-from .errors import InputError, MinigradError
+from .control import COND, WHILE
+from .errors import MinigradError
 from .graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT, VARIABLE,
                     PLACEHOLDER)
 from .trace import TracedFunction, trace
@@ -35,12 +27,17 @@ from .trace import TracedFunction, trace
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
 
 
-def _onnx():
+def load_onnx():
+    """The onnx package, imported when export or import first needs it (an optional dependency).
+
+    >>> load_onnx().__name__
+    'onnx'
+    """
     try:
         import onnx
         return onnx
-    except ImportError as e:    # optional dependency: only export/import needs it
-        raise MinigradError('mg.export_onnx needs the onnx package: pip install onnx') from e
+    except ImportError as e:
+        raise MinigradError('mg.export_onnx and mg.import_onnx need the onnx package: pip install onnx') from e
 
 
 class _Builder:
@@ -54,19 +51,19 @@ class _Builder:
 
     def op(self, op_type, inputs, n_out=1, name='t', **attrs) -> list[str]:
         outs = [self.fresh(name) for _ in range(n_out)]
-        self.nodes.append(_onnx().helper.make_node(op_type, list(inputs), outs, name=self.fresh(op_type), **attrs))
+        self.nodes.append(load_onnx().helper.make_node(op_type, list(inputs), outs, name=self.fresh(op_type), **attrs))
         return outs
 
     def const(self, value, name='const') -> str:
         name = self.fresh(name)
-        self.inits.append(_onnx().numpy_helper.from_array(np.asarray(value), name))
+        self.inits.append(load_onnx().numpy_helper.from_array(np.asarray(value), name))
         return name
 
 
 def _value_info(name, dtype, shape, dims=None, front='batch'):
     """A tensor's ONNX type: `dims` {axis: name} names dynamic dims; another unknown dim in front is
     named `front` (None: left unnamed, e.g. an output's)."""
-    onnx = _onnx()
+    onnx = load_onnx()
     elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     if shape is None:
         return onnx.helper.make_tensor_value_info(name, elem, None)
@@ -80,7 +77,7 @@ def _cast_to(b, x, have, want):
     """x as dtype `want` (a Cast when it is not already): ONNX ops take one dtype, numpy promotes."""
     if np.dtype(have) == np.dtype(want):
         return x
-    return b.op('Cast', [x], to=_onnx().helper.np_dtype_to_tensor_dtype(np.dtype(want)))[0]
+    return b.op('Cast', [x], to=load_onnx().helper.np_dtype_to_tensor_dtype(np.dtype(want)))[0]
 
 
 def _simple(op_type, on_bool=None, operands=None, compare=False):
@@ -145,7 +142,7 @@ def _reduce(op_type, nothing):
 
 def _nan_max(b, node, x, y, keep):
     """onnxruntime's ReduceMax may skip a NaN (max([1, nan, 2]) is 2); numpy's max is nan: where any is."""
-    nans = b.op('ReduceMax', [b.op('Cast', b.op('IsNaN', [x]), to=_onnx().TensorProto.INT32)[0]] + _axes(b, node),
+    nans = b.op('ReduceMax', [b.op('Cast', b.op('IsNaN', [x]), to=load_onnx().TensorProto.INT32)[0]] + _axes(b, node),
                 keepdims=keep)[0]
     any_nan = b.op('Greater', [nans, b.const(np.int32(0))])[0]
     return b.op('Where', [any_nan, b.const(np.asarray(np.nan, node.outputs[0].dtype), 'nan'), y[0]],
@@ -180,7 +177,7 @@ def _like(op_type, **attrs):      # reshape_like / broadcast_like: the target sh
 
 
 def _cast(b, node, xs):
-    to = _onnx().helper.np_dtype_to_tensor_dtype(np.dtype(node.params['dtype']))
+    to = load_onnx().helper.np_dtype_to_tensor_dtype(np.dtype(node.params['dtype']))
     return b.op('Cast', xs, name=node.outputs[0].name, to=to)
 
 
@@ -250,7 +247,7 @@ def _scatter_add(b, node, xs):
     dt = np.dtype(node.outputs[0].dtype)
     upd = xs[0] if g.shape == pos.shape else b.op('Expand', [xs[0], b.const(_i64(pos.shape))])[0]
     zeros = b.op('ConstantOfShape', [b.const(_i64([int(np.prod(ref.shape))]))],
-                 value=_onnx().numpy_helper.from_array(np.zeros(1, dt)))[0]
+                 value=load_onnx().numpy_helper.from_array(np.zeros(1, dt)))[0]
     upd = b.op('Reshape', [upd, b.const(_i64([-1]))])[0]
     s = b.op('ScatterElements', [zeros, b.const(pos.reshape(-1)), upd], axis=0, reduction='add')[0]
     return b.op('Reshape', [s, b.const(_i64(ref.shape))], name=node.outputs[0].name, allowzero=int(0 in ref.shape))
@@ -275,7 +272,7 @@ def _sum_to_like(b, node, xs):
         y = b.op('ReduceSum', [y, axes], keepdims=1, noop_with_empty_axes=1)[0]
     y = b.op('Reshape', [y, shape], allowzero=1)[0] if lead else y
     dt = np.dtype(node.outputs[0].dtype)
-    return b.op('Cast', [y], to=_onnx().helper.np_dtype_to_tensor_dtype(dt))[:1] if dt != x.dtype else [y]
+    return b.op('Cast', [y], to=load_onnx().helper.np_dtype_to_tensor_dtype(dt))[:1] if dt != x.dtype else [y]
 
 
 # minigrad's bool add / maximum are "or" and bool mul is "and" (less_equal is maximum(less, equal))
@@ -350,7 +347,7 @@ def _branch(b, graph, env):
     _lower_graph(inner, graph, env)
     outs = [inner.op('Identity', [env[id(o)]], name=o.name)[0] for o in graph.outputs]
     infos = [_value_info(n, o.dtype, o.shape) for n, o in zip(outs, graph.outputs)]
-    return _onnx().helper.make_graph(inner.nodes, inner.fresh('body'), [], infos, inner.inits)
+    return load_onnx().helper.make_graph(inner.nodes, inner.fresh('body'), [], infos, inner.inits)
 
 
 def _lower_cond(b, node, xs):
@@ -363,7 +360,7 @@ def _lower_cond(b, node, xs):
 
 def _lower_while(b, node, xs):
     """Loop(M='', cond, *vars): the body runs body_graph, then cond_graph on the new vars."""
-    onnx = _onnx()
+    onnx = load_onnx()
     cg, bg = node.params['cond_graph'], node.params['body_graph']
     n = len(bg.inputs)
     env = {id(s): x for s, x in zip(node.inputs, xs)}
@@ -464,7 +461,7 @@ def _input_infos(b, ins, names, spec):
 def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
             dynamic_axes=None, dynamic_batch=False):
     """The ONNX ModelProto for `obj` (same arguments as export_onnx, without the file)."""
-    onnx = _onnx()
+    onnx = load_onnx()
     relax = bool(dynamic_axes or dynamic_batch)
     graph, ins, outs = _resolve(obj, inputs, example_inputs, relax)
     in_names = list(input_names or [p.name for p in ins])
@@ -532,292 +529,3 @@ def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, outp
         with open(f, 'wb') as fh:
             fh.write(data)
     return model
-
-
-# ------------------------------------------------------------------ import
-class _Shape(namedtuple('_Shape', 'ref pad mask')):
-    """Shape(ref) padded with `pad` 1s in front (mask: its == 1 positions, the axes sum_to_like sums):
-    the run-time shape patterns of the *_like lowerings, folded back into broadcast_like, reshape_like and
-    sum_to_like instead of becoming values (minigrad has no shape tensors)."""
-
-
-_SHAPE_OPS = {'Identity', 'Shape', 'Concat', 'Equal', 'NonZero', 'Reshape', 'Expand', 'ReduceSum'}    # take a _Shape
-
-
-def _const_of(x, what):
-    if not (isinstance(x, Symbol) and x.node.prim is CONSTANT):
-        raise MinigradError(f'import_onnx: {what} must be a constant (an initializer or Constant node), '
-                            f'got {getattr(x, "name", x)!r}')
-    return np.asarray(x.node.params['value'])
-
-
-def _ints(x, what):
-    return [int(i) for i in np.ravel(_const_of(x, what))]
-
-
-def _pos_axes(x, axes, what, extra=0):
-    """Non-negative axes; a negative one needs x's rank (+ extra for Unsqueeze, which counts output dims)."""
-    if any(a < 0 for a in axes) and x.shape is None:
-        raise MinigradError(f'import_onnx: {what} with negative axes {axes} needs an input of known rank')
-    return [a % (len(x.shape) + extra) if a < 0 else a for a in axes]
-
-
-def _index(axes, item):
-    """The getitem index that puts `item` at `axes` (a None inserts, a 0 removes a dim) and keeps the rest."""
-    return tuple(item if i in axes else slice(None) for i in range(max(axes, default=-1) + 1))
-
-
-def _shape_expr(xs, a):
-    """Concat([1, ..., 1], Shape(r)) and Equal(that, 1): still a _Shape; anything else is a value."""
-    if a['op'] == 'Concat' and len(xs) == 2 and isinstance(xs[1], _Shape) and not xs[1].pad and \
-            np.all(_const_of(xs[0], 'Concat with a shape') == 1):
-        return _Shape(xs[1].ref, _const_of(xs[0], '').size, False)
-    if a['op'] == 'Equal' and isinstance(xs[0], _Shape) and np.all(_const_of(xs[1], 'Equal with a shape') == 1):
-        return _Shape(xs[0].ref, xs[0].pad, True)
-    return _bad(a, 'on a tensor shape (other than the patterns the *_like lowerings write)')
-
-
-def _import_reduce(prim):
-    def imp(xs, a):
-        if len(xs) > 1 and isinstance(xs[1], _Shape):
-            return [P.sum_to_like(xs[0], xs[1].ref)]        # followed by Reshape(_, Shape(ref)): a no-op then
-        axes = _attr_axes(xs, a)
-        if axes == () and not a.get('noop_with_empty_axes'):
-            axes = None                                     # ONNX: no axes means all of them
-        return [prim(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
-    return imp
-
-
-def _import_like(like, prim, attr):       # Reshape / Expand: to Shape(r) at run time, or a constant shape
-    def imp(xs, a):
-        if isinstance(xs[0], _Shape):       # NonZero(...) reshaped to 1-D: still the axes mask
-            return [xs[0] if xs[0].mask else _bad(a, 'of a tensor shape')]
-        if isinstance(xs[1], _Shape):
-            return [like(xs[0], xs[1].ref)]
-        return [prim(xs[0], **{attr: tuple(_ints(xs[1], f"{a['op']} shape"))})]
-    return imp
-
-
-def _import_slice(xs, a):
-    st, en = _ints(xs[1], 'Slice starts'), _ints(xs[2], 'Slice ends')
-    axes = _ints(xs[3], 'Slice axes') if len(xs) > 3 and xs[3] is not None else list(range(len(st)))
-    steps = _ints(xs[4], 'Slice steps') if len(xs) > 4 and xs[4] is not None else [1] * len(st)
-    axes = _pos_axes(xs[0], axes, 'Slice')
-    idx = [slice(None)] * (max(axes, default=-1) + 1)
-    for s, e, ax, step in zip(st, en, axes, steps):
-        idx[ax] = slice(s, e, step)
-    return [P.getitem(xs[0], idx=tuple(idx))]
-
-
-def _import_squeeze(xs, a):
-    x = xs[0]
-    if len(xs) < 2 and x.shape is None:
-        raise MinigradError('import_onnx: Squeeze without axes needs an input of known shape')
-    axes = _ints(xs[1], 'Squeeze axes') if len(xs) > 1 else [i for i, d in enumerate(x.shape) if d == 1]
-    return [P.getitem(x, idx=_index(_pos_axes(x, axes, 'Squeeze'), 0))]
-
-
-def _import_unsqueeze(xs, a):
-    axes = _ints(xs[1], 'Unsqueeze axes')
-    return [P.getitem(xs[0], idx=_index(_pos_axes(xs[0], axes, 'Unsqueeze', len(axes)), None))]
-
-
-def _import_gather(xs, a):
-    ax = _pos_axes(xs[0], [a.get('axis', 0)], 'Gather')[0]
-    return [P.getitem(xs[0], idx=(slice(None),) * ax + (_const_of(xs[1], 'Gather indices').astype(np.int64),))]
-
-
-def _import_scatter(xs, a):
-    """ScatterElements(data, indices, updates, reduction='add'): data + scatter_add (one index per element)."""
-    if a.get('reduction') != 'add':
-        raise MinigradError(f"import_onnx: ScatterElements with reduction={a.get('reduction', 'none')!r} is not "
-                            "supported (only 'add', what minigrad's scatter_add writes)")
-    data, ind = xs[0], _const_of(xs[1], 'ScatterElements indices')
-    ax = _pos_axes(data, [a.get('axis', 0)], 'ScatterElements')[0]
-    s = P.scatter_add(xs[2], data, idx=tuple(ind if k == ax else grid for k, grid in enumerate(np.indices(ind.shape))))
-    zero = data.node.prim is CONSTANT and not np.any(data.node.params['value'])
-    return [s if zero else P.add(data, s)]
-
-
-def _attr_value(a):
-    if 'value' not in a:
-        raise MinigradError(f"import_onnx: {a['op']} needs a tensor 'value' attribute, got {sorted(a)}")
-    return _onnx().numpy_helper.to_array(a['value'])
-
-
-def _import_if(xs, a):
-    branch = lambda g: lambda: _import_nodes(g, dict(a['env']), a['table'])     # outer names are captured
-    return list(cond(xs[0], branch(a['then_branch']), branch(a['else_branch'])))
-
-
-def _import_loop(xs, a):
-    """Loop(M, cond, *v) -> while_loop over (iteration, cond, *v): M and cond become loop variables."""
-    body, m, vs = a['body'], xs[0], xs[2:]
-    if len(body.output) != len(vs) + 1:
-        raise MinigradError(f'import_onnx: Loop with scan outputs ({len(body.output) - len(vs) - 1}) is not supported')
-    names = [i.name for i in body.input]
-
-    def step(i, c, *v):
-        outs = _import_nodes(body, {**a['env'], **dict(zip(names, (i, c, *v)))}, a['table'])
-        return (i + 1, *outs)
-    go = lambda i, c, *v: c if m is None else P.mul(c, P.less(i, m))     # bool * bool is and
-    first = [constant(np.int64(0)), constant(True) if xs[1] is None else xs[1]]
-    return list(while_loop(go, step, first + list(vs)))[2:]
-
-
-def _import_table():
-    one_to_one = {lower.op_type: prim for prim, lower in LOWERINGS.items() if hasattr(lower, 'op_type')}
-    table = {t: (lambda prim: lambda xs, a: [prim(*xs)])(prim) for t, prim in one_to_one.items()}
-    table.update({
-        'Identity': lambda xs, a: xs[:1],        # not stop_gradient: ONNX has no gradients to stop
-        'Equal': lambda xs, a: [_shape_expr(xs, a) if any(isinstance(x, _Shape) for x in xs) else P.equal(*xs)],
-        'Concat': lambda xs, a: [_shape_expr(xs, a) if any(isinstance(x, _Shape) for x in xs)
-                                 else P.concatenate(*xs, axis=a['axis'])],
-        'Shape': lambda xs, a: [_Shape(xs[0], 0, False)],
-        'NonZero': lambda xs, a: [xs[0] if isinstance(xs[0], _Shape) and xs[0].mask else
-                                  _bad(a, 'of a tensor (a result whose shape depends on the data)')],
-        'ReduceSum': _import_reduce(P.sum_), 'ReduceMax': _import_reduce(P.max_),
-        'Reshape': _import_like(P.reshape_like, P.reshape, 'shape'),
-        'Expand': _import_like(P.broadcast_like, P.broadcast_to, 'shape'),
-        'Transpose': lambda xs, a: [P.transpose(xs[0], axes=tuple(a['perm']) if 'perm' in a else None)],
-        'Cast': lambda xs, a: [P.cast(xs[0], dtype=_onnx().helper.tensor_dtype_to_np_dtype(a['to']))],
-        'Slice': _import_slice, 'Squeeze': _import_squeeze, 'Gather': _import_gather,
-        'Unsqueeze': _import_unsqueeze,
-        'ScatterElements': _import_scatter,
-        'Constant': lambda xs, a: [constant(_attr_value(a))],
-        'ConstantOfShape': lambda xs, a: [constant(np.full(_ints(xs[0], 'ConstantOfShape shape'), _attr_value(a)
-                                                           .reshape(()) if 'value' in a else np.float32(0)))],
-        'If': _import_if, 'Loop': _import_loop})
-    table.update(TORCH_OPS)
-    return table
-
-
-def _attr_axes(xs, a, default=None):
-    """Reduce axes: the second input (opset 18) or the `axes` attribute (before); None means all."""
-    if len(xs) > 1 and xs[1] is not None:
-        return tuple(_ints(xs[1], f"{a['op']} axes"))
-    return tuple(a['axes']) if 'axes' in a else default
-
-
-def _import_mean_like(fn):
-    def imp(xs, a):
-        axes = _attr_axes(xs, a)
-        if axes == () and not a.get('noop_with_empty_axes'):
-            axes = None
-        return [fn(xs[0], axis=axes, keepdims=bool(a.get('keepdims', 1)))]
-    return imp
-
-
-def _import_gemm(xs, a):
-    """Y = alpha * A' @ B' + beta * C (A' = A.T when transA, B' likewise): nn.Linear's export."""
-    A, B = (F.transpose(x) if a.get(t) else x for x, t in ((xs[0], 'transA'), (xs[1], 'transB')))
-    y = P.matmul(A, B)
-    y = y if a.get('alpha', 1.0) == 1.0 else P.mul(y, np.float32(a['alpha']))
-    if len(xs) > 2 and xs[2] is not None:
-        c = xs[2] if a.get('beta', 1.0) == 1.0 else P.mul(xs[2], np.float32(a['beta']))
-        y = P.add(y, c)
-    return [y]
-
-
-def _import_flatten(xs, a):
-    x, ax = xs[0], a.get('axis', 1)
-    if x.shape is None or None in x.shape[ax:]:
-        raise MinigradError(f'import_onnx: Flatten needs the dims from axis {ax} on known, got shape {x.shape}')
-    lead = x.shape[:ax]
-    head = int(np.prod(lead)) if None not in lead else -1
-    return [P.reshape(x, shape=(head, int(np.prod(x.shape[ax:]))))]
-
-
-def _import_clip(xs, a):
-    """Clip(x, min, max): inputs from opset 11 (attributes before); a missing bound clips nothing."""
-    x, lo, hi = (list(xs) + [None, None])[:3]
-    lo = lo if lo is not None else a.get('min')
-    hi = hi if hi is not None else a.get('max')
-    x = x if lo is None else F.maximum(x, lo)
-    return [x if hi is None else F.minimum(x, hi)]
-
-
-def _fold(fn):        # Max / Min / Sum take any number of inputs
-    return lambda xs, a: [functools.reduce(fn, xs)]
-
-
-def _no_erf(xs, a):
-    raise MinigradError("import_onnx: Erf has no minigrad primitive (it is not composed of exp/tanh exactly); "
-                        "export GELU as nn.GELU(approximate='tanh'), which needs only Tanh")
-
-
-# ONNX operators a small PyTorch model exports to, onto minigrad's public composites (issue 35)
-TORCH_OPS = {
-    'Gemm': _import_gemm, 'Neg': lambda xs, a: [F.negative(xs[0])], 'Abs': lambda xs, a: [F.abs(xs[0])],
-    'Sqrt': lambda xs, a: [F.sqrt(xs[0])], 'Sigmoid': lambda xs, a: [F.sigmoid(xs[0])],
-    'Relu': lambda xs, a: [F.relu(xs[0])], 'Sub': lambda xs, a: [F.subtract(*xs)],
-    'LeakyRelu': lambda xs, a: [F.where(F.greater(xs[0], 0.0), xs[0], P.mul(xs[0], np.float32(a.get('alpha', 0.01))))],
-    'Softmax': lambda xs, a: [F.softmax(xs[0], axis=a.get('axis', -1))],
-    'LogSoftmax': lambda xs, a: [F.log_softmax(xs[0], axis=a.get('axis', -1))],
-    'Max': _fold(F.maximum), 'Min': _fold(F.minimum), 'Sum': _fold(F.add),
-    'Greater': lambda xs, a: [F.greater(*xs)], 'GreaterOrEqual': lambda xs, a: [P.greater_equal(*xs)],
-    'LessOrEqual': lambda xs, a: [P.less_equal(*xs)], 'Not': lambda xs, a: [P.equal(xs[0], False)],
-    'Or': lambda xs, a: [P.maximum(*xs)], 'And': lambda xs, a: [P.mul(*xs)],
-    'ReduceMean': _import_mean_like(F.mean), 'Flatten': _import_flatten, 'Clip': _import_clip, 'Erf': _no_erf,
-}
-
-
-def _bad(a, what):
-    raise MinigradError(f"import_onnx: {a['op']} {what} is not supported")
-
-
-def _import_nodes(gp, env, table, top=False) -> list:
-    """Add the nodes of ONNX graph `gp` to the default graph; `env` maps ONNX names to Symbols (filled)."""
-    onnx = _onnx()
-    for t in gp.initializer:      # weights (float, not scalars) of the top graph become Variables to train
-        arr = onnx.numpy_helper.to_array(t)
-        weight = top and arr.dtype.kind == 'f' and arr.ndim > 0
-        env[t.name] = (Variable_ if weight else constant)(arr, name=t.name)
-    for n in gp.node:
-        if n.op_type not in table:
-            raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) is not supported: minigrad has no "
-                                f'rule to import ONNX {n.op_type}')
-        xs = [env[i] if i else None for i in n.input]
-        if n.op_type not in _SHAPE_OPS and any(isinstance(x, _Shape) for x in xs):
-            raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) computes with a tensor shape, "
-                                'which minigrad only imports in the patterns its own lowerings write')
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}     # string attributes
-        env.update(zip(n.output, table[n.op_type](xs, {**attrs, 'op': n.op_type, 'env': env, 'table': table})))
-    return [env[o.name] for o in gp.output]
-
-
-def import_onnx(f) -> Graph:
-    """Read an ONNX model (path, binary file or ModelProto) into a minigrad Graph; `graph.inputs` are its
-    placeholders and `graph.outputs` its results. `If` becomes mg.cond, `Loop` mg.while_loop. Float
-    initializers (weights, biases) become Variables (``graph.variables``: train them further with
-    mg.gradients); the operators of a PyTorch MLP (Gemm, Relu, Sigmoid, Softmax, Flatten, Clip, ...) map
-    onto minigrad composites. Erf raises (no minigrad primitive): export GELU with approximate='tanh'.
-
-    >>> import minigrad as mg, io, numpy as np
-    >>> g = mg.Graph()
-    >>> with g.as_default():
-    ...     x = mg.placeholder(mg.float32, (2,), name='x'); y = x * 3.0
-    >>> buf = io.BytesIO(); _ = mg.export_onnx(y, buf, inputs=[x]); _ = buf.seek(0)
-    >>> h = mg.import_onnx(buf)
-    >>> mg.Session(h).run(h.outputs[0], {h.inputs[0]: np.ones(2, np.float32)})
-    array([3., 3.], dtype=float32)
-    """
-    onnx = _onnx()
-    if isinstance(f, (bytes, bytearray)):     # the model's bytes (buf.getvalue()), not a path
-        try:
-            model = onnx.load_from_string(bytes(f))
-        except Exception as e:                # protobuf's DecodeError has no stable import path: re-raised clearly
-            raise InputError(f'mg.import_onnx: these {len(f)} bytes are not an ONNX model ({e})') from None
-    else:
-        model = f if isinstance(f, onnx.ModelProto) else onnx.load(f)
-    g, env = Graph(model.graph.name), {}
-    with g.as_default():
-        for vi in model.graph.input:
-            t = vi.type.tensor_type
-            shape = [d.dim_value if d.HasField('dim_value') else None for d in t.shape.dim] if t.HasField('shape') else None
-            env[vi.name] = placeholder(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type), shape, name=vi.name)
-        outs = _import_nodes(model.graph, env, _import_table(), top=True)
-    g.inputs = [env[vi.name] for vi in model.graph.input]
-    g.outputs = [g.lift(o) for o in outs]
-    return g

@@ -1,0 +1,52 @@
+"""numpy 2's dtype rules (NEP 50) whatever numpy runs: a Python scalar is weak (it takes the dtype of
+the arrays beside it), and the result dtype of a ufunc is the one numpy 2 gives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import Aval, aval_of, elementwise_rule, bool_, int64, float64
+from .errors import InputError
+
+
+_PYTHON_SCALARS = (bool, int, float)
+NEP50 = np.lib.NumpyVersion(np.__version__) >= '2.0.0'     # numpy 1.x promotes Python scalars by value
+
+
+def weak_dtype(value, dtypes, what='value') -> np.dtype:
+    """The dtype a Python scalar takes beside values of ``dtypes`` (numpy 2's NEP 50, whatever numpy runs):
+    an int adapts to the integers and floats there, a float to the floats, else int64 / float64; an
+    int out of that dtype's range is an InputError (numpy 2 refuses it too).
+
+    >>> weak_dtype(1, [np.dtype(np.uint8)]), weak_dtype(1.5, [np.dtype(np.int8)])
+    (dtype('uint8'), dtype('float64'))
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    kinds, default = ('iuf', int64) if isinstance(value, int) else ('f', float64)
+    near = [d for d in dtypes if d.kind in kinds]
+    dt = np.result_type(*near) if near else default
+    if isinstance(value, int) and dt.kind in 'iu' and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+        raise InputError(f'{what}: the Python int {value} is out of range for {dt} (numpy 2 refuses it too); '
+                         f'use a wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
+    return dt
+
+
+def check_weak_ints(op: str, vals):
+    """An InputError for a Python int out of the range of the arrays' dtype (numpy 1.x would widen it)."""
+    strong = [v.dtype for v in vals if isinstance(v, np.ndarray)]
+    for v in vals:
+        if type(v) is int and strong:
+            weak_dtype(v, strong, op)
+
+
+def result_dtype(ufunc, op: str, *xs) -> np.dtype:
+    """The dtype numpy 2 gives ``ufunc(*xs)`` (Python scalars weak, NEP 50), or an error naming ``op``.
+
+    >>> result_dtype(np.subtract, 'subtract', np.zeros(2, np.int8), np.zeros(2, np.uint8))
+    dtype('int16')
+    """
+    strong = [aval_of(x).dtype for x in xs if not isinstance(x, _PYTHON_SCALARS)]
+    avals = [Aval((), weak_dtype(x, strong, op)) if isinstance(x, _PYTHON_SCALARS) else Aval((), aval_of(x).dtype)
+             for x in xs]
+    return elementwise_rule(*avals, _op=op, _ufunc=ufunc).dtype
