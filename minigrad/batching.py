@@ -18,7 +18,7 @@ import numpy as np
 from . import core, ops as P
 from .control import COND, replay, while_loop
 from .core import Aval, aval_of, describe, fmt_shape, normalize_axes
-from .errors import MinigradError, ShapeError
+from .errors import MinigradError
 from .functional import OpsMixin
 from .forward import _levels
 

@@ -5,16 +5,18 @@ Jacobians in one batched pass.
 `mg.gradients` (the same VJP records as the tape) and then *replays* that gradient graph on the actual
 arguments through `core.apply`. So the same code runs on Tensors (eager, recorded on the tape), on
 Symbols (the nodes join the caller's graph), on Duals (forward over reverse: Hessians) and on Batched
-values (vmap of grad: per-example gradients, since each node is batched as one example's op).
+values. Under mg.vmap the trace holds the whole batch instead (fn under vmap on batched placeholders,
+the gradient of the per-example values' sum, each differentiated argument one copy per example), so
+per-example gradients go through every op, cond and while_loop included.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import core
-from .batching import Batched, BatchError, current_vmap, flatten, scope, vmap
+from .batching import Batched, current_vmap, flatten, scope, vmap
 from .control import replay
-from .core import aval_of, describe, fmt_shape
+from .core import aval_of, describe
 from .errors import MinigradError
 from . import ops as P
 from .forward import Dual, push, _one_input, _one_output
