@@ -51,5 +51,7 @@ from . import compiler
 from .compiler import compile, Program
 from . import testing
 from .forward import jvp, jacfwd, jacrev
+from .batching import vmap, BatchError
+from .func import grad, value_and_grad, hessian, functional_call, GradError
 from .onnx_export import export_onnx, to_onnx
 from .onnx_import import import_onnx

@@ -240,6 +240,9 @@ def cond(pred, true_fn, false_fn):
     """
     _callables('cond', true_fn=true_fn, false_fn=false_fn)
     true_fn, false_fn = _returns_values(true_fn, 'cond: true_fn'), _returns_values(false_fn, 'cond: false_fn')
+    if isinstance(pred, core.hooks.batch_type) or isinstance(pred, Symbol) and core.hooks.vmap_active():
+        # under mg.vmap (a predicate per example, or branches that may see batched values): both, then select
+        return core.hooks.batch_cond(pred, true_fn, false_fn)
     if isinstance(pred, Symbol) and pred.dtype.kind != 'b':
         raise GraphError(f'cond: the predicate must be a bool scalar (a comparison such as x > 0), got '
                          f'{describe(pred)}')
@@ -429,6 +432,8 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
         raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
         validate.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
+    if core.hooks.vmap_active():        # under mg.vmap: runs while any example's condition holds
+        return core.hooks.batch_while(cond, body, vs, loop_vars, single, limit, name)
     if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, core.hooks.tensor_type) for v in vs):
         steps = 0                           # eager: an ordinary Python loop, recorded on the tape
         while bool(cond(*vs)):

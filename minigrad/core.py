@@ -7,6 +7,7 @@ decides *how* a primitive runs, by looking at its arguments (no global mode):
 * any argument is a Symbol  -> the graph builder adds a node       (graph.py)
 * any argument is a Tensor  -> compute now and record on the tape  (tensor.py)
 * any argument is a Dual     -> compute primal and tangent (forward mode, forward.py)
+* any argument is a Batched  -> apply the batching rule (vmap, batching.py); the innermost level wins
 * only numpy values          -> just compute (used by VJPs during a plain backward)
 """
 from __future__ import annotations
@@ -49,7 +50,8 @@ class Primitive:
     ``'compiler'`` (introduced by compiler passes: fma, fused, ...). The other fields belong to
     the other interpretations, which fill them beside their own code: ``jvp`` (forward.py),
     ``ufunc``, ``emit``, ``unit``, ``zero``, ``compose``, ``lower``, ``kernel``, ``decompose``,
-    ``match`` (the compiler: compiler/rules.py says what each means), ``onnx`` (export).
+    ``match`` (the compiler: compiler/rules.py says what each means), ``onnx`` (export), ``batch``
+    (vmap: batching.py).
 
     >>> from minigrad.ops import mul
     >>> mul.name, mul.kind, mul.elementwise, mul.saves_out
@@ -57,7 +59,7 @@ class Primitive:
     """
     __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out', 'saves_inputs', 'multiple_results',
                  'doc', 'ufunc', 'view', 'emit', 'unit', 'zero', 'compose', 'lower', 'decompose', 'match',
-                 'jvp', 'onnx', 'kernel', '__weakref__')
+                 'jvp', 'onnx', 'kernel', 'batch', '__weakref__')
 
     def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None, *,
                  kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
@@ -65,7 +67,8 @@ class Primitive:
                  multiple_results: bool = False, doc: str = '', ufunc: str | None = None, view=False,
                  emit: Callable | None = None, unit=None, zero=None, compose: Callable | None = None,
                  lower: Callable | None = None, decompose: Callable | None = None, match: Callable | None = None,
-                 jvp: Callable | None = None, onnx: Callable | None = None, kernel: Callable | None = None):
+                 jvp: Callable | None = None, onnx: Callable | None = None, kernel: Callable | None = None,
+                 batch: Callable | None = None):
         if kind not in ('primitive', 'node', 'compiler'):
             raise MinigradError(f"Primitive {name!r}: kind must be 'primitive', 'node' or 'compiler', got {kind!r}")
         if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
@@ -80,6 +83,7 @@ class Primitive:
         self.doc, self.ufunc, self.view, self.emit = doc, ufunc, view, emit
         self.unit, self.zero, self.compose, self.lower = unit, zero, compose, lower
         self.decompose, self.match, self.jvp, self.onnx, self.kernel = decompose, match, jvp, onnx, kernel
+        self.batch = batch                      # vmap's rule (batching.py fills the built-in ones)
 
     def is_view(self, params) -> bool:
         return self.view(params) if callable(self.view) else bool(self.view)
@@ -138,6 +142,11 @@ class _Hooks:
     eager_apply: Callable = None         # (prim, args, params) -> Tensor
     dual_type: type = type('NoDual', (), {})   # forward.Dual (never None: None is a valid argument)
     dual_apply: Callable = None          # (prim, args, params) -> Dual | value
+    batch_type: type = type('NoBatched', (), {})   # batching.Batched (vmap's values)
+    batch_apply: Callable = None         # (prim, args, params) -> Batched
+    batch_cond: Callable = None          # mg.cond / mg.while_loop under mg.vmap (batching.py)
+    batch_while: Callable = None
+    vmap_active: Callable = staticmethod(lambda: False)
     lift: Callable = None                # plain data -> Tensor (tensor.py)
     display: Callable = staticmethod(lambda obj: {'text/plain': repr(obj)})  # Jupyter's view; viz plugs its drawer in
 
@@ -160,14 +169,19 @@ def apply(prim: Primitive, *args, **params):
             raise
         except Exception as e:          # raw numpy path: still give a readable error
             raise shape_error(prim, args, params, e) from None
-    eager = False
+    eager = symbolic = False
+    top = None                           # the innermost transformation's value (Dual or Batched) decides
     for a in args:
-        if isinstance(a, hooks.symbol_type):
-            return hooks.graph_apply(prim, args, params)
-        if isinstance(a, hooks.tensor_type):
+        if isinstance(a, (hooks.dual_type, hooks.batch_type)):
+            top = a if top is None or a.level > top.level else top
+        elif isinstance(a, hooks.symbol_type):
+            symbolic = True
+        elif isinstance(a, hooks.tensor_type):
             eager = True
-        elif isinstance(a, hooks.dual_type):   # forward mode: a Dual among Tensors too (W @ x in mg.jvp)
-            return hooks.dual_apply(prim, args, params)
+    if top is not None:                  # forward mode / vmap, among Tensors or Symbols too (W @ x in mg.jvp)
+        return (hooks.dual_apply if isinstance(top, hooks.dual_type) else hooks.batch_apply)(prim, args, params)
+    if symbolic:
+        return hooks.graph_apply(prim, args, params)
     if eager:
         return hooks.eager_apply(prim, args, params)
     try:

@@ -158,11 +158,11 @@ def _inputs(primals, tangents):
         raise ForwardError(f'jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal')
     ps, ts = [], []
     for i, (p, t) in enumerate(zip(primals, tangents)):
-        p = p if isinstance(p, (core.hooks.tensor_type, Dual, Symbol)) else tensor(p)
+        p = p if isinstance(p, (core.hooks.tensor_type, Dual, Symbol, core.hooks.batch_type)) else tensor(p)
         if aval_of(p).dtype.kind != 'f':
             raise ForwardError(f'jvp: primal {i} is {describe(p)}; only floating inputs have tangents '
                                f'(convert it with .astype(mg.float32))')
-        if not isinstance(t, (core.hooks.tensor_type, Dual, Symbol)):       # (on Symbols: a graph constant)
+        if not isinstance(t, (core.hooks.tensor_type, Dual, Symbol, core.hooks.batch_type)):   # (Symbols: a constant)
             t = tensor(t, dtype=aval_of(p).dtype)
             t = t.data if isinstance(p, Symbol) else t
         if aval_of(t).shape != aval_of(p).shape:
@@ -179,7 +179,7 @@ def _split(out, level):
         return out.primal, out.tangent
     if isinstance(out, Symbol):     # inside mg.trace / mg.jit: an output that does not depend on the inputs
         return out, graph_zeros_like(out)
-    out = out if isinstance(out, (Tensor, Dual)) else tensor(out)
+    out = out if isinstance(out, (Tensor, Dual, core.hooks.batch_type)) else tensor(out)
     av = aval_of(out)
     return out, tensor(np.zeros(av.shape, av.dtype if av.dtype.kind == 'f' else core.DEFAULT_FLOAT))
 
@@ -269,7 +269,7 @@ def _one_input(x, who):
     if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
         raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
                            f'of {len(x)}: concatenate them, or close over the others')
-    x = x if isinstance(x, (Tensor, Dual, Symbol)) else tensor(x)
+    x = x if isinstance(x, (Tensor, Dual, Symbol, core.hooks.batch_type)) else tensor(x)
     if isinstance(x, Symbol) and (x.shape is None or None in x.shape):
         raise ForwardError(f'{who}: the input {describe(x)} has no full shape, so its Jacobian has none; give the '
                            f'placeholder a shape (mg.placeholder(dtype, shape))')
@@ -280,7 +280,7 @@ def _one_input(x, who):
 
 
 def _one_output(out, who):
-    if not isinstance(out, (Tensor, Dual, Symbol)):
+    if not isinstance(out, (Tensor, Dual, Symbol, core.hooks.batch_type)):
         raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
                            f'{type(out).__name__}')
     if aval_of(out).dtype.kind != 'f':

@@ -17,7 +17,7 @@ from .errors import GraphError, ShapeError, InputError
 
 
 def _is_value(x) -> bool:
-    return isinstance(x, (hooks.tensor_type, hooks.symbol_type, hooks.dual_type))
+    return isinstance(x, (hooks.tensor_type, hooks.symbol_type, hooks.dual_type, hooks.batch_type))
 
 
 def _lift(*xs):

@@ -313,6 +313,10 @@ class Graph:
             if self.parent is not None:          # inside a cond/while body: the outer graph decides
                 return self.capture(self.parent.lift(x, like))
             raise GraphError(_mix_message(x, like))
+        if isinstance(x, core.hooks.batch_type):
+            raise GraphError('a value batched by mg.vmap cannot enter the sub-graph of a mg.cond / mg.while_loop whose '
+                             'predicate is not batched; make the predicate per example (then vmap selects between '
+                             'both branches) or use mg.where')
         if isinstance(x, core.hooks.dual_type):
             raise ForwardError('a forward-mode value (a Dual of mg.jvp / mg.jacfwd) cannot become part of a graph: '
                                'forward mode inside mg.jit / mg.trace cannot go into mg.cond or mg.while_loop '

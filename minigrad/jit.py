@@ -253,8 +253,8 @@ class JitFunction:
         self.__name__ = getattr(fn, '__name__', 'fn')
 
     def __call__(self, *args):
-        if any(isinstance(value_of(a), Symbol) for a in args):
-            return self.fn(*args)       # inside another trace or jit: fn's ops go into that graph
+        if any(isinstance(value_of(a), (Symbol, core.hooks.batch_type)) for a in args):
+            return self.fn(*args)       # inside another trace or jit (fn's ops go into that graph), or mg.vmap
         arrays = [None if _is_scalar(a) else as_array(a) for a in args]
         key = _key(args, arrays)
         for k, entry in reversed(list(self.cache.items())):      # most recently used first

@@ -379,7 +379,7 @@ class Linear(Module):
         self.bias = Parameter(rng().uniform(-bound, bound, (out_features,)).astype(dt)) if bias else None
 
     def forward(self, x):
-        if not isinstance(x, (Tensor, Symbol)):
+        if not F._is_value(x):         # (a Tensor, Symbol, or a value of mg.jvp / mg.vmap)
             x = tensor(x, dtype=self.weight.dtype)
         shape = x.shape
         if shape is not None and (len(shape) == 0 or shape[-1] not in (None, self.in_features)):
