@@ -348,6 +348,16 @@ HINTS = {
                          'the gradient with v',
                 no_graph='the first derivative has no graph to differentiate: the first backward needs '
                          'create_graph=True'),
+    '9.6': dict(nudge='a per-example gradient is the gradient of one example\'s loss: make the gradient function '
+                      'of one example, then map it over the batch',
+                more='the gradient function of the loss (with respect to its first argument) gives w\'s gradient '
+                     'for one example; vmap runs it on every row of X and Y at once when in_axes says w is shared '
+                     '(None) and X, Y are batched along axis 0; then take the norm of each example\'s gradient',
+                in_axes='vmap batched w along its axis 0 as well: w is shared by every example, so its entry in '
+                        'in_axes is None',
+                one_gradient='one number came back: that is the gradient of the whole batch\'s loss; map the '
+                             'one-example gradient over the batch instead',
+                squared='those are the squared norms: take the square root'),
     # -- 11 deployment
     '11.1': dict(nudge='export_onnx can write into any file-like object: an in-memory bytes buffer gives you '
                        'the model\'s bytes',

@@ -311,6 +311,12 @@ WRONG = {
                  "x.grad = None\n(g * mg.tensor(v)).sum().backward()\nreturn x.grad.numpy()", "create_graph=True"),
                 ("x = mg.tensor(x_value, dtype=mg.float64, requires_grad=True)\nf(x).backward()\n"
                  "return x.grad.numpy()", "not H v")],
+        "9.6": [("G = mg.vmap(mg.grad(loss))(w, X, Y)\nreturn np.sqrt((G.numpy().reshape(len(X), -1) ** 2).sum(1))",
+                 "in_axes is None"),
+                ("return np.linalg.norm(mg.grad(lambda w: sum(loss(w, X[i], Y[i]) for i in range(len(X))))(w).numpy())",
+                 "whole batch"),
+                ("G = mg.vmap(mg.grad(loss), in_axes=(None, 0, 0))(w, X, Y)\n"
+                 "return (G.numpy().reshape(len(X), -1) ** 2).sum(1)", "square root")],
     },
     "11_deployment_exercises": {
         "11.1": [("buf = io.BytesIO()\nmg.export_onnx(y, buf, inputs=[x])\nreturn buf", "getvalue()")],
