@@ -157,51 +157,6 @@ def _chain_torch(x, ws, bs):
 
 
 # ------------------------------------------------------------------ python -m minigrad.bench
-# ------------------------------------------------------------------ per-example gradients (issue 36)
-def per_example_case(batch=64, rng=None, sizes=(32, 64, 10)):
-    """Issue 36: per-example gradients of a small MLP at ``batch`` examples. Variants: compiled
-    ``vmap(grad)`` (one program for the batch), a Python loop of ``jit(grad)`` calls, eager ``vmap(grad)``
-    and ``torch.func.vmap(grad)`` when installed. ``python -c "import minigrad.bench as b; ..."``."""
-    rng = np.random.default_rng(0) if rng is None else rng
-    params = [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
-    params += [np.zeros(b, np.float32) for b in sizes[1:]]
-    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
-    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
-    n = len(sizes) - 1
-
-    def loss(ps, x, y, relu=mg.relu, log_softmax=mg.log_softmax):
-        h = x
-        for i in range(n):
-            h = h @ ps[i] + ps[n + i]
-            h = relu(h) if i < n - 1 else h
-        return -(y * log_softmax(h, axis=-1)).sum()
-    per_example = mg.vmap(mg.grad(loss), in_axes=(None, 0, 0))
-    g = mg.Graph()
-    with g.as_default():
-        phs = [mg.placeholder(mg.float32, p.shape) for p in params]
-        px, py = mg.placeholder(mg.float32, x.shape), mg.placeholder(mg.float32, y.shape)
-        grads = per_example(phs, px, py)
-    variants = compiled_variants(grads, phs + [px, py], params + [x, y])
-    one = mg.jit(lambda *a: tuple(mg.grad(loss)(list(a[:-2]), a[-2], a[-1])))
-    tp, tx, ty = [mg.tensor(p) for p in params], mg.tensor(x), mg.tensor(y)
-    variants['loop_jit_grad'] = lambda: [one(*tp, tx[i], ty[i]) for i in range(batch)]
-    variants['vmap_grad_eager'] = lambda: per_example(tp, tx, ty)
-    if torch is not None:
-        tl = lambda ps, x, y: loss(ps, x, y, torch.relu, lambda h, axis: torch.log_softmax(h, dim=axis))
-        f = torch.func.vmap(torch.func.grad(tl), in_dims=(None, 0, 0))
-        args = [torch.from_numpy(p) for p in params], torch.from_numpy(x), torch.from_numpy(y)
-        variants['torch_func'] = lambda: f(*args)
-    return variants
-
-
-def bench_per_example(batch=64, repeats=5, min_time=0.2) -> dict:
-    """Median seconds per call of each per-example-gradient variant (issue 36's benchmark).
-
-    >>> times = bench_per_example(repeats=1, min_time=0.0)   # doctest: +SKIP
-    """
-    return timeit(per_example_case(batch), repeats, min_time)
-
-
 def main(argv=None):
     """Print the chain case's medians (us) at a few sizes as a markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -6,7 +6,8 @@ measured value and PASS/MISS. Not a test: timings depend on the machine.
 
 Columns: hand-written numpy, minigrad's tape, the compiled program on the numba backend
 (``compiled``, when numba imports) and on the numpy backend (``compiled_numpy``), PyTorch
-eager, ``torch.compile`` and ``jax.jit`` when installed. For one thread everywhere, run
+eager, ``torch.compile`` and ``jax.jit`` when installed; for per-example gradients (issue 36) a loop of
+``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``. For one thread everywhere, run
 with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
 The timing helpers and the chain case are minigrad.bench's (lesson 08 imports them).
 """
@@ -183,6 +184,43 @@ def deep_chain_case(n):
 
 
 # ------------------------------------------------------------------ main
+# ------------------------------------------------------------------ per-example gradients (issue 36)
+def per_example_case(batch=64, rng=None, sizes=(32, 64, 10)):
+    """Per-example gradients of a small MLP at ``batch`` examples. Variants: compiled ``vmap(grad)`` (one
+    program for the batch), a Python loop of ``jit(grad)`` calls, eager ``vmap(grad)`` and
+    ``torch.func.vmap(grad)`` when installed."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    params = [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
+    params += [np.zeros(b, np.float32) for b in sizes[1:]]
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
+    n = len(sizes) - 1
+
+    def loss(ps, x, y, relu=mg.relu, log_softmax=mg.log_softmax):
+        h = x
+        for i in range(n):
+            h = h @ ps[i] + ps[n + i]
+            h = relu(h) if i < n - 1 else h
+        return -(y * log_softmax(h, axis=-1)).sum()
+    per_example = mg.vmap(mg.grad(loss), in_axes=(None, 0, 0))
+    g = mg.Graph()
+    with g.as_default():
+        phs = [mg.placeholder(mg.float32, p.shape) for p in params]
+        px, py = mg.placeholder(mg.float32, x.shape), mg.placeholder(mg.float32, y.shape)
+        grads = per_example(phs, px, py)
+    variants = compiled_variants(grads, phs + [px, py], params + [x, y])
+    one = mg.jit(lambda *a: tuple(mg.grad(loss)(list(a[:-2]), a[-2], a[-1])))
+    tp, tx, ty = [mg.tensor(p) for p in params], mg.tensor(x), mg.tensor(y)
+    variants['loop_jit_grad'] = lambda: [one(*tp, tx[i], ty[i]) for i in range(batch)]
+    variants['vmap_grad_eager'] = lambda: per_example(tp, tx, ty)
+    if torch is not None:
+        tl = lambda ps, x, y: loss(ps, x, y, torch.relu, lambda h, axis: torch.log_softmax(h, dim=axis))
+        f = torch.func.vmap(torch.func.grad(tl), in_dims=(None, 0, 0))
+        args = [torch.from_numpy(p) for p in params], torch.from_numpy(x), torch.from_numpy(y)
+        variants['torch_func'] = lambda: f(*args)
+    return variants
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
@@ -195,7 +233,7 @@ def main(argv=None):
     def target(name, value, limit, ok):
         targets.append({'target': name, 'measured': round(value, 3), 'goal': limit, 'pass': bool(ok)})
 
-    for part in (_bench_chain, _bench_mlp, _bench_fused, _bench_compile_cost):   # in this order: one rng
+    for part in (_bench_chain, _bench_mlp, _bench_fused, _bench_compile_cost, _bench_per_example):  # one rng, in order
         part(opts.quick, rng, repeats, min_time, rows, target)
     _report(rows, targets, opts)
 
@@ -261,8 +299,21 @@ def _bench_compile_cost(quick, rng, repeats, min_time, rows, target):
     target(f'compile cost {big} ops: static / tape', ratio, '<= 40', ratio <= 40)
 
 
+def _bench_per_example(quick, rng, repeats, min_time, rows, target):
+    batch = 8 if quick else 64
+    t = timeit(per_example_case(batch, rng), repeats, min_time)
+    best = 'compiled' if 'compiled' in t else 'compiled_numpy'
+    rows.append({'case': f'per-example gradients, MLP 32-64-10, batch {batch}', **{k: v * 1e6 for k, v in t.items()}})
+    target(f'per-example batch {batch}: compiled vmap(grad) / loop of jit(grad)', t[best] / t['loop_jit_grad'],
+           '<= 0.1', t[best] / t['loop_jit_grad'] <= 0.1)
+    if 'torch_func' in t:
+        target(f'per-example batch {batch}: compiled / torch.func vmap(grad)', t[best] / t['torch_func'], '<= 2',
+               t[best] / t['torch_func'] <= 2)
+
+
 def _report(rows, targets, opts):
-    cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'torch', 'torch_compile', 'jax']
+    cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'torch', 'torch_compile', 'jax',
+            'loop_jit_grad', 'vmap_grad_eager', 'torch_func']
     cols = [c for c in cols if any(c in r for r in rows)]
     print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
     print('|---|' + '---|' * len(cols))

@@ -4,6 +4,8 @@ programs run under vmap in eager, graph (Session) and compiled modes, against a 
 from __future__ import annotations
 
 import doctest
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +13,6 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import minigrad as mg
-import minigrad.bench
 from minigrad.core import PRIMITIVES, OPS, register_primitive, elementwise_rule
 from minigrad.batching import BatchError
 from minigrad.func import GradError
@@ -407,7 +408,11 @@ def check_vmap_grad(prog, size, axes, arrays):
 
 
 def test_the_per_example_benchmark_variants_agree():
-    v = mg.bench.per_example_case(batch=4, sizes=(5, 6, 3))
+    script = Path(__file__).resolve().parent.parent / 'scripts' / 'bench.py'
+    spec = importlib.util.spec_from_file_location('bench_script', script)
+    bench_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_script)
+    v = bench_script.per_example_case(batch=4, sizes=(5, 6, 3))
     want = [np.asarray(a) for a in v['compiled_numpy']()]
     loop = v['loop_jit_grad']()
     for k, w in enumerate(want):
