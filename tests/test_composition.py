@@ -1,7 +1,7 @@
 """The composition net (issue 31): transformations of transformations agree with torch.func.
 
 Random differentiable programs (seeded) are run through pairs and common triples of tape backward,
-mg.gradients, jvp, jacfwd, jacrev, jit and trace, and compared with torch.func in float64. A fast slice
+mg.gradients, jvp, jacfwd, jacrev, jit, trace, grad and vmap, and compared with torch.func in float64. A fast slice
 runs by default; the larger slice is marked slow. Special programs cover cond, while_loop and
 no_grad / enable_grad / stop_gradient inside trace and jit."""
 from __future__ import annotations
@@ -146,7 +146,32 @@ MODES = {
                             lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
     'backward(backward) via jacrev': (lambda P, x: _backward(mg.jacrev(P.mg_scalar))(x),
                                       lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x)).sum(0)),
+    # grad and vmap (issue 36); a batch is four points around x
+    'grad': (lambda P, x: mg.grad(P.mg_scalar)(mg.tensor(x)), lambda P, x: tfunc.grad(P.torch_scalar)(_t(x))),
+    'vmap': (lambda P, x: mg.vmap(P.mg)(_batch(x)), lambda P, x: tfunc.vmap(P.torch)(_t(_batch(x)))),
+    'vmap(grad)': (lambda P, x: mg.vmap(mg.grad(P.mg_scalar))(_batch(x)),
+                   lambda P, x: tfunc.vmap(tfunc.grad(P.torch_scalar))(_t(_batch(x)))),
+    'jit(vmap(grad))': (lambda P, x: mg.jit(mg.vmap(mg.grad(P.mg_scalar)))(_batch(x)),
+                        lambda P, x: tfunc.vmap(tfunc.grad(P.torch_scalar))(_t(_batch(x)))),
+    'vmap(jit)': (lambda P, x: mg.vmap(mg.jit(P.mg))(_batch(x)), lambda P, x: tfunc.vmap(P.torch)(_t(_batch(x)))),
+    'vmap(jvp)': (lambda P, x: mg.vmap(lambda a: mg.jvp(P.mg, (a,), (P.v,))[1])(_batch(x)),
+                  lambda P, x: tfunc.vmap(lambda a: tfunc.jvp(P.torch, (a,), (_t(P.v),))[1])(_t(_batch(x)))),
+    'vmap(jacrev)': (lambda P, x: mg.vmap(mg.func.jacrev(P.mg))(_batch(x)),
+                     lambda P, x: tfunc.vmap(tfunc.jacrev(P.torch))(_t(_batch(x)))),
+    'jvp(grad)': (lambda P, x: mg.jvp(mg.grad(P.mg_scalar), (mg.tensor(x),), (mg.tensor(P.v),))[1],
+                  lambda P, x: tfunc.jvp(tfunc.grad(P.torch_scalar), (_t(x),), (_t(P.v),))[1]),
+    'jacrev(grad)': (lambda P, x: mg.jacrev(mg.grad(P.mg_scalar))(mg.tensor(x)),
+                     lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'hessian': (lambda P, x: mg.hessian(P.mg_scalar)(mg.tensor(x)), lambda P, x: tfunc.hessian(P.torch_scalar)(_t(x))),
+    'func.jacrev (one pass)': (lambda P, x: mg.func.jacrev(P.mg)(mg.tensor(x)), lambda P, x: tfunc.jacrev(P.torch)(_t(x))),
+    'func.jacfwd (one pass)': (lambda P, x: mg.func.jacfwd(P.mg)(mg.tensor(x)), lambda P, x: tfunc.jacfwd(P.torch)(_t(x))),
+    'grad(jit)': (lambda P, x: mg.grad(mg.jit(P.mg_scalar))(mg.tensor(x)),
+                  lambda P, x: tfunc.grad(P.torch_scalar)(_t(x))),
 }
+
+
+def _batch(x):
+    return np.stack([x, 0.5 * x, -x, x + 0.1])
 
 
 def check(mode, seed):
@@ -395,7 +420,7 @@ def test_unsupported_compositions_say_so_and_name_the_alternative():
     np.testing.assert_allclose(_np(H), _np(mg.jacfwd(mg.jacfwd(loop))(x)), rtol=1e-6)
 
 
-NUMBA_MODES = ['backward(jit)', 'jacrev(jit)', 'jvp(jit)', 'jacfwd(jacrev(jit))']
+NUMBA_MODES = ['backward(jit)', 'jacrev(jit)', 'jvp(jit)', 'jacfwd(jacrev(jit))', 'jit(vmap(grad))']
 
 
 @needs_numba
