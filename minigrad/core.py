@@ -206,17 +206,32 @@ class Names:
 
     def __init__(self, taken=()):
         self.last = dict.fromkeys(taken, 0)   # every name given out -> the last suffix tried with it as base
+        self.undo = None                      # in Graph.atomic: [(name, its suffix before, None if new)]
 
     def __call__(self, name, base='v'):
         if name:
             return name
         if base not in self.last:
-            self.last[base] = 0
+            self._set(base, 0)
             return base
         for i in itertools.count(self.last[base] + 1):
             if f'{base}_{i}' not in self.last:
-                self.last[base], self.last[f'{base}_{i}'] = i, 0
+                self._set(base, i)
+                self._set(f'{base}_{i}', 0)
                 return f'{base}_{i}'
+
+    def _set(self, key, value):
+        if self.undo is not None:           # a journal, not a copy per op: rollback stays linear
+            self.undo.append((key, self.last.get(key)))
+        self.last[key] = value
+
+    def rollback(self, undo):
+        """Undo the journal's changes (newest first)."""
+        for key, old in reversed(undo):
+            if old is None:
+                self.last.pop(key, None)
+            else:
+                self.last[key] = old
 
 
 # ---------------------------------------------------------------- the one graph walk

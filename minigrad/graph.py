@@ -190,6 +190,16 @@ def user_line():
     return None if f is None else (f.f_code.co_filename, f.f_lineno)
 
 
+class _Beside:
+    """'a Python number beside 'x' (float32)': an error's subject, formatted only if it is raised."""
+    def __init__(self, like):
+        self.like = like
+
+    def __str__(self):
+        return 'a Python number beside ' + ', '.join(f"'{s.name}' ({s.dtype})" for s in self.like
+                                                       if isinstance(s, Symbol))
+
+
 def where_text(node) -> str:
     """'defined at file.py:12' for a node that knows where it was built, else ''."""
     w = getattr(node, 'where', None)
@@ -205,11 +215,11 @@ class Node:
     ``index`` is its position when it was added (a topological order)."""
     __slots__ = ('prim', 'inputs', 'outputs', 'params', 'graph', 'index', 'where', '__weakref__')
 
-    def __init__(self, prim, inputs, params, graph, index=0):
+    def __init__(self, prim, inputs, params, graph, index=0, where=None):
         self.prim, self.inputs, self.params, self.graph = prim, list(inputs), dict(params), graph
         self.outputs: list[Symbol] = []
         self.index = index
-        self.where = user_line()     # (file, line) that built it: errors and drawings point there
+        self.where = where or user_line()     # (file, line) that built it: errors and drawings point there
 
     op = property(lambda self: self.prim.name)
 
@@ -259,8 +269,8 @@ class Graph:
         """A name no value of this graph has yet: base, base_1, base_2, ..."""
         return self._names(None, base or 'v')
 
-    def add_node(self, prim: Primitive, inputs, params, avals, name=None) -> list[Symbol]:
-        node = Node(prim, inputs, params, self, len(self.nodes))
+    def add_node(self, prim: Primitive, inputs, params, avals, name=None, where=None) -> list[Symbol]:
+        node = Node(prim, inputs, params, self, len(self.nodes), where)
         for i, av in enumerate(avals):
             base = name if name is not None else prim.name
             node.outputs.append(_symbol(node, i, av, self.unique_name(base)))
@@ -325,8 +335,7 @@ class Graph:
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
             # numpy 2's rule (NEP 50) whatever numpy runs: the scalar takes the Symbols' dtype
-            dtype = dtypes.weak_dtype(x, dts, 'a Python number beside ' + ', '.join(
-                f"'{s.name}' ({s.dtype})" for s in like if isinstance(s, Symbol))) if dts else \
+            dtype = dtypes.weak_dtype(x, dts, _Beside(like)) if dts else \
                 (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
             return constant(np.asarray(x, dtype=dtype), graph=self)
         return constant(x, graph=self)
@@ -384,13 +393,20 @@ class Graph:
     def atomic(self):
         """Undo what the block added to this graph if it raises: a failing mg.gradients, cond or
         while_loop leaves the graph exactly as it was (nodes, names, captures)."""
-        n, names, caps, grads = len(self.nodes), dict(self._names.last), len(self.captures), set(self.grad_nodes)
+        n, caps, outer = len(self.nodes), len(self.captures), self._names.undo
+        self._names.undo = mine = []       # names given out inside (copying every name per op was quadratic)
         try:
             yield self
         except BaseException:
+            self.grad_nodes.difference_update(id(x) for x in self.nodes[n:])    # only ever added to
             del self.nodes[n:], self.captures[caps:]
-            self._names.last, self.grad_nodes = names, grads
+            self._names.rollback(mine)
+            mine = []
             raise
+        finally:
+            self._names.undo = outer
+            if outer is not None:
+                outer.extend(mine)
 
     @contextlib.contextmanager
     def as_default(self):

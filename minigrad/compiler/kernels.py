@@ -194,7 +194,13 @@ class Kernel:
     compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded)."""
 
     def __init__(self, source, fn, seconds, origin, path):
-        self.source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
+        self._source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
+
+    @property
+    def source(self) -> str:
+        if callable(self._source):      # written when first read: a 20,000-op graph has ~1,000 kernels
+            self._source = self._source()
+        return self._source
 
     def __repr__(self):
         return f'<Kernel {os.path.basename(self.path)} {self.origin} in {self.seconds * 1e3:.1f} ms>'
@@ -204,8 +210,10 @@ def build_kernel(graph, layouts) -> Kernel:
     """Generate, write, import and compile the loop kernel for `graph` (see kernel_source)."""
     if numba is None:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
-    src = kernel_source(graph, layouts, readable=True)
     code = _HEADER + re.sub(r'  # .*', '', kernel_source(graph, layouts))   # neutral names: one file per loop
+
+    def src():
+        return kernel_source(graph, layouts, readable=True)
     key = hashlib.sha1(code.encode()).hexdigest()[:20]
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()

@@ -48,8 +48,7 @@ class Program:
         ovals = [vals[id(s)] for s in graph.outputs]
         self.memory = plan_memory(allv, steps, ovals)
         driver, consts, self._line_where = generate(ivals, ovals, allv, steps, single)
-        self.source = driver + ''.join(f'\n\n# ---- kernel {k}: {os.path.basename(kern.path)} (numba)\n{kern.source}'
-                                       for k, kern in enumerate(self.kernels))
+        self._driver, self._source = driver, None
         self.stats.update(steps=len(steps), backend=backend, kernels=len(self.kernels),
                           kernel_seconds=[round(k.seconds, 4) for k in self.kernels],
                           kernel_origin=[k.origin for k in self.kernels])
@@ -59,6 +58,15 @@ class Program:
         bufs = [np.empty(s, d) for s, d in self.memory.buffer_shapes]
         self._conv = self._converter(shapes)
         self._run = ns['build'](np, bufs, consts, self._conv)
+
+    @property
+    def source(self) -> str:
+        """The generated driver, then each loop kernel's source (written when first read)."""
+        if self._source is None:
+            self._source = self._driver + ''.join(
+                f'\n\n# ---- kernel {k}: {os.path.basename(kern.path)} (numba)\n{kern.source}'
+                for k, kern in enumerate(self.kernels))
+        return self._source
 
     def _converter(self, shapes):
         names = [s.name for s in self.inputs]

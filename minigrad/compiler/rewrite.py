@@ -59,10 +59,10 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
             raise ShapeError(f'{e} (node {node.outputs[0].name}, {where_text(node)})' if node.where else str(e)) from None
         r = list(r) if node.prim.multiple_results else [r]
         avals = [Aval(_fill_unknown_dims(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
-    outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name)
+    outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name, where=node.where)
     for o, old in zip(outs[1:], node.outputs[1:]):
         o.name = g.unique_name(old.name)
-    outs[0].node.where = node.where       # a copy still points at the learner's line
+    outs[0].node.where = node.where       # a copy still points at the learner's line (None too)
     return outs
 
 
