@@ -16,6 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 
@@ -183,6 +186,24 @@ def deep_chain_case(n):
     return {'tape': tape, 'compiled': static}
 
 
+def deep_chain_cold_warm(n) -> dict:
+    """Seconds for deep_chain_case(n) (the tape once, then build, gradients, Session, one run) in a fresh
+    process: with an empty kernel cache ('cold_cache': every loop kernel compiled), then with it filled
+    ('warm_cache': kernels loaded from disk); 'tape': the tape alone in the warm process (issue 37)."""
+    code = ('import importlib.util, time\n'
+            f'spec = importlib.util.spec_from_file_location("bench_script", {os.path.abspath(__file__)!r})\n'
+            'b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n'
+            f't0 = time.perf_counter(); case = b.deep_chain_case({n})\n'
+            't1 = time.perf_counter(); case["tape"](); print(t1 - t0, time.perf_counter() - t1)')
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, MINIGRAD_CACHE_DIR=d)
+        for k in ('cold_cache', 'warm_cache'):
+            r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, check=True)
+            out[k], out['tape'] = map(float, r.stdout.split()[-2:])
+    return out
+
+
 # ------------------------------------------------------------------ main
 # ------------------------------------------------------------------ per-example gradients (issue 36)
 def per_example_case(batch=64, rng=None, sizes=(32, 64, 10)):
@@ -297,6 +318,10 @@ def _bench_compile_cost(quick, rng, repeats, min_time, rows, target):
     target(f'compile cost growth {small} -> {big} ops', growth, '<= 5', growth <= 5)
     ratio = cost[big]['compiled'] / cost[big]['tape']
     target(f'compile cost {big} ops: static / tape', ratio, '<= 40', ratio <= 40)
+    if not quick:                   # first launch: a fresh environment starts with an empty kernel cache
+        cw = deep_chain_cold_warm(big)
+        rows.append({'case': f'{big}-op chain in a fresh process, cold vs warm kernel cache',
+                     **{k: v * 1e6 for k, v in cw.items()}})
 
 
 def _bench_per_example(quick, rng, repeats, min_time, rows, target):
@@ -313,7 +338,7 @@ def _bench_per_example(quick, rng, repeats, min_time, rows, target):
 
 def _report(rows, targets, opts):
     cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'torch', 'torch_compile', 'jax',
-            'loop_jit_grad', 'vmap_grad_eager', 'torch_func']
+            'loop_jit_grad', 'vmap_grad_eager', 'torch_func', 'cold_cache', 'warm_cache']
     cols = [c for c in cols if any(c in r for r in rows)]
     print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
     print('|---|' + '---|' * len(cols))
