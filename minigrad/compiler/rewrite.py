@@ -112,6 +112,11 @@ def extract(nodes, results, name='sub', parent=None, read=None, inputs_first=Fal
     return g, outside
 
 
+def known(sym) -> bool:
+    """Whether every dim of `sym`'s shape is known (rules that need static shapes check this)."""
+    return sym.shape is not None and None not in sym.shape
+
+
 def subgraphs(params) -> bool:
     return bool(params) and any(isinstance(v, Graph) for v in params.values())
 

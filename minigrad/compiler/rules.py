@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops as P
+from .rewrite import known
 
 
 # ------------------------------------------------- emit: generated numpy code
@@ -87,13 +88,9 @@ P.reshape.compose = lambda inner, outer, ndim: outer
 
 
 # ------------------------------------------------- lower: with static shapes, simpler ops
-def _known(s):
-    return s.shape is not None and None not in s.shape
-
-
 def _lower_sum_to_like(b, x, ref):
     """Sum over the broadcast axes, reshape, cast."""
-    if not (_known(x) and _known(ref)):
+    if not (known(x) and known(ref)):
         return None
     lead = len(x.shape) - len(ref.shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(ref.shape) if d == 1 and x.shape[i + lead] != 1)
@@ -107,19 +104,19 @@ def _lower_sum_to_like(b, x, ref):
 
 def _lower_broadcast_like(b, x, ref, axes=()):
     """Re-insert the reduced axes (reshape), then broadcast_to."""
-    if not _known(ref) or (axes and not _known(x)):
+    if not known(ref) or (axes and not known(x)):
         return None
     if axes:
         shape = list(x.shape)
         for a in sorted(axes):
             shape.insert(a, 1)
         x = b.emit(P.reshape, [x], shape=tuple(shape)) if tuple(shape) != tuple(x.shape) else x
-    return x if _known(x) and tuple(x.shape) == tuple(ref.shape) else \
+    return x if known(x) and tuple(x.shape) == tuple(ref.shape) else \
         b.emit(P.broadcast_to, [x], shape=tuple(ref.shape))
 
 
 def _lower_reshape_like(b, x, ref):
-    if not _known(ref):
+    if not known(ref):
         return None
     same = _no_op(b, x, ref.shape)
     return b.emit(P.reshape, [x], shape=tuple(ref.shape)) if same is None else same
@@ -127,13 +124,13 @@ def _lower_reshape_like(b, x, ref):
 
 def _no_op(b, x, shape):
     """reshape / broadcast_to to the shape x already has: x itself."""
-    return x if _known(x) and tuple(x.shape) == tuple(shape) else None
+    return x if known(x) and tuple(x.shape) == tuple(shape) else None
 
 
 def _lower_matmul(b, x, y):
     """A contracted dim of size 1 makes matmul an outer product: a broadcast multiply (+ 0.0,
     as matmul's sum starts from +0.0: -0.0 becomes +0.0)."""
-    if _known(x) and _known(y) and len(x.shape) >= 2 and len(y.shape) >= 2 and x.shape[-1] == 1:
+    if known(x) and known(y) and len(x.shape) >= 2 and len(y.shape) >= 2 and x.shape[-1] == 1:
         p = b.emit(P.mul, [x, y])
         return b.emit(P.add, [p, b.graph.lift(np.zeros((), p.dtype))]) if p.dtype.kind == 'f' else p
     return None

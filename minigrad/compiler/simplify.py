@@ -16,23 +16,19 @@ from .fold import fold_constants, FOLD_LIMIT
 from .ops import SIMPLIFY_OPS
 from .prune import prune
 from .specialize import specialize
-from .rewrite import rewrite_pass, rebuild, emit, uniform, NodeView
+from .rewrite import rewrite_pass, rebuild, emit, uniform, known, NodeView
 
 MAX_ROUNDS = 4
 
 
-def _known(s):
-    return s.shape is not None and None not in s.shape
-
-
 def _broadcast(g, x, shape):
-    return x if _known(x) and tuple(x.shape) == tuple(shape) else emit(g, P.broadcast_to, [x], shape=tuple(shape))
+    return x if known(x) and tuple(x.shape) == tuple(shape) else emit(g, P.broadcast_to, [x], shape=tuple(shape))
 
 
 def _identities(node, ins, g):
     """``unit`` and ``zero`` of a binary op record."""
     prim, o = node.prim, node.outputs[0]
-    if len(ins) != 2 or not _known(o):
+    if len(ins) != 2 or not known(o):
         return None
     for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
         if prim.unit is not None and x.dtype == o.dtype and uniform(c, prim.unit, FOLD_LIMIT):
