@@ -6,6 +6,7 @@ same value along different paths (the 'sum over paths' of the chain rule).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Callable, Iterable
 
@@ -23,6 +24,7 @@ class _State(threading.local):
 
 
 state = _State()
+next_seq = itertools.count().__next__     # tape sequence numbers: creation order is a topological order
 
 
 def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp: Callable,

@@ -32,6 +32,11 @@ def _axes(x, axis, op):
     return normalize_axes(axis, None if shape is None else len(shape), op)
 
 
+def _all_ints(xs) -> bool:
+    """Ints or numpy integers, not bools (True is an int to Python)."""
+    return all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in xs)
+
+
 # ------------------------------------------------------------------ arithmetic
 def add(x, y):
     """x + y with broadcasting. >>> mg.add(mg.tensor([1.0]), 2.0).tolist()  ->  [3.0]"""
@@ -99,10 +104,18 @@ def minimum(x, y):
     x, y = _lift(x, y)
     broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)     # errors name minimum, not maximum
     dt = result_dtype(np.minimum, 'minimum', x, y)
-    x, y = ((float(v) if dt.kind == 'f' else np.asarray(v, dt)) if isinstance(v, (bool, int, float)) else
-            v if aval_of(v).dtype == dt or
-            aval_of(v).dtype.kind == dt.kind == 'f' else P.cast(v, dtype=dt) for v in (x, y))  # flip keeps dtypes
+    x, y = _in_dtype(x, dt), _in_dtype(y, dt)       # flip keeps dtypes: bring both to the result's first
     return P.flip(P.maximum(P.flip(x), P.flip(y)))
+
+
+def _in_dtype(v, dt):
+    """v in dtype dt; a Python number stays weak as a float (it takes the other operand's float dtype)."""
+    if isinstance(v, (bool, int, float)):
+        return float(v) if dt.kind == 'f' else np.asarray(v, dt)
+    own = aval_of(v).dtype
+    if own == dt or own.kind == dt.kind == 'f':
+        return v
+    return P.cast(v, dtype=dt)
 
 
 def where(cond, x, y):
@@ -112,7 +125,7 @@ def where(cond, x, y):
     if not _is_value(cond):
         cond = value_array(cond, 'where: cond')
     if cond.dtype != np.bool_:          # the primitive takes bool conditions only
-        cond = P.cast(cond, dtype=np.dtype(np.bool_)) if _is_value(cond) else cond.astype(np.bool_)
+        cond = P.cast(cond, dtype=np.dtype(np.bool_)) if _is_value(cond) else cond.astype(bool)
     return P.where(cond, x, y)
 
 
@@ -139,7 +152,8 @@ def abs(x):
     dt = aval_of(x).dtype
     if dt.kind in 'bu':             # nothing to negate (numpy's abs of bool is bool)
         return P.cast(x, dtype=dt)
-    rest = P.where(P.less(x, 0), P.neg(x), P.stop_gradient(P.add(x, 0)))     # -0.0 + 0 is +0.0
+    zero = P.stop_gradient(P.add(x, 0))         # -0.0 + 0 is +0.0 (and nan stays nan)
+    rest = P.where(P.less(x, 0), P.neg(x), zero)
     return P.where(P.greater(x, 0), x, rest)
 
 
@@ -199,18 +213,25 @@ def mean(x, axis=None, keepdims=False):
 
 
 
-def _lowest(x):
-    """-inf for floats: the max of an empty axis is then -inf instead of an error."""
-    return -np.inf if aval_of(x).dtype.kind == 'f' else None
+def _max_kept(x, axes):
+    """max over axes, kept as size-1 axes; -inf over an empty float axis (instead of an error)."""
+    lowest = -np.inf if aval_of(x).dtype.kind == 'f' else None
+    return P.max_(x, axis=axes, keepdims=True, initial=lowest)
+
+
+def _minus_max(x, axes):
+    """x - max(x), the max held constant (no gradient through it): exp of it cannot overflow."""
+    return P.add(x, P.neg(P.stop_gradient(_max_kept(x, axes))))
 
 
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'logsumexp')
-    m = P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x)))   # -inf over an empty axis
+    m = P.stop_gradient(_max_kept(x, axes))
     # an infinite max shifts by 0 instead (as PyTorch): all -inf gives -inf, not -inf - -inf = nan
-    m = P.where(P.mul(P.less(m, np.inf), P.greater(m, -np.inf)), m, 0)     # bool * bool: and
+    finite = P.mul(P.less(m, np.inf), P.greater(m, -np.inf))       # bool * bool: and
+    m = P.where(finite, m, 0)
     s = P.sum_(P.exp(P.add(x, P.neg(m))), axis=axes, keepdims=keepdims)
     m_out = m if keepdims else P.sum_(m, axis=axes, keepdims=False)   # summing size-1 axes squeezes them
     return P.add(P.log(s), m_out)
@@ -219,7 +240,7 @@ def logsumexp(x, axis=None, keepdims=False):
 def softmax(x, axis=-1):
     (x,) = _lift(x)
     axes = _axes(x, axis, 'softmax')
-    e = P.exp(P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x))))))
+    e = P.exp(_minus_max(x, axes))
     return P.div(e, P.sum_(e, axis=axes, keepdims=True))
 
 
@@ -227,8 +248,9 @@ def log_softmax(x, axis=-1):
     """x - max - log(sum(exp(x - max))): unlike logsumexp, an infinite max is not masked (as PyTorch)."""
     (x,) = _lift(x)
     axes = _axes(x, axis, 'log_softmax')
-    z = P.add(x, P.neg(P.stop_gradient(P.max_(x, axis=axes, keepdims=True, initial=_lowest(x)))))
-    return P.add(z, P.neg(P.log(P.sum_(P.exp(z), axis=axes, keepdims=True))))
+    z = _minus_max(x, axes)
+    log_sum = P.log(P.sum_(P.exp(z), axis=axes, keepdims=True))
+    return P.add(z, P.neg(log_sum))
 
 
 # ------------------------------------------------------------------ shapes
@@ -236,7 +258,7 @@ def reshape(x, *shape):
     (x,) = _lift(x)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+    if not _all_ints(shape):
         raise InputError(f'reshape: the shape must be ints (one may be -1), got {shape!r}')
     return P.reshape(x, shape=tuple(int(d) for d in shape))
 
@@ -245,17 +267,19 @@ def transpose(x, *axes):
     (x,) = _lift(x)
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
         axes = axes[0]
-    if not axes or axes == (None,):
-        nd = aval_of(x).shape
-        axes = None if nd is None else tuple(reversed(range(len(nd))))
+    shape = aval_of(x).shape
+    if not axes or axes == (None,):     # reverse the axes
+        axes = None if shape is None else tuple(reversed(range(len(shape))))
+    elif not _all_ints(axes):
+        raise InputError(f'transpose: axes must be ints, got {axes!r}')
+    elif shape is None:
+        axes = tuple(int(a) for a in axes)
     else:
-        nd = aval_of(x).shape
-        if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
-            raise InputError(f'transpose: axes must be ints, got {axes!r}')
-        if nd is not None and (len(axes) != len(nd) or not all(-len(nd) <= a < len(nd) for a in axes)):
-            raise ShapeError(f'transpose: axes {tuple(axes)} are not a permutation of the {len(nd)} axes of '
+        nd = len(shape)
+        if len(axes) != nd or not all(-nd <= a < nd for a in axes):
+            raise ShapeError(f'transpose: axes {tuple(axes)} are not a permutation of the {nd} axes of '
                              f'{describe(x)}')
-        axes = tuple(int(a) % len(nd) if nd is not None else int(a) for a in axes)
+        axes = tuple(int(a) % nd for a in axes)
     return P.transpose(x, axes=axes)
 
 
@@ -285,17 +309,20 @@ def stack(xs, axis=0):
     shapes = [aval_of(x).shape for x in xs]
     known = [s for s in shapes if s is not None]
     for s in known[1:]:
-        if len(s) != len(known[0]) or builtins.any(a != b for a, b in zip(s, known[0]) if None not in (a, b)):
+        differ = builtins.any(a != b for a, b in zip(s, known[0]) if None not in (a, b))   # None: unknown
+        if len(s) != len(known[0]) or differ:
             raise ShapeError(f'stack: all inputs need the same shape; got {fmt_shape(known[0])} and '
                              f'{fmt_shape(s)}. Reshape them first, or use mg.concatenate to join along an '
                              f'existing axis.')
     nd = len(known[0]) if known else None
-    if nd is None and axis < 0 or nd is not None and not -nd - 1 <= axis <= nd:
+    in_range = -nd - 1 <= axis <= nd if nd is not None else axis >= 0
+    if not in_range:
         raise ShapeError(f'stack: axis {axis} is out of range for inputs of shape '
                          f'{fmt_shape(known[0]) if known else "?"} (the result has one more dimension)')
     ax = axis if axis >= 0 else axis + nd + 1
-    idx = (slice(None),) * ax + (None,)
-    return P.concatenate(*[P.getitem(x, idx=idx) for x in xs], axis=ax)
+    idx = (slice(None),) * ax + (None,)          # x[:, ..., None] puts a size-1 axis at ax
+    expanded = [P.getitem(x, idx=idx) for x in xs]
+    return P.concatenate(*expanded, axis=ax)
 
 
 def cast(x, dtype):

@@ -62,8 +62,10 @@ def _sum_to_like_impl(g, ref):
         if ones:
             g = np.add.reduce(g, axis=tuple(range(lead)) + ones, keepdims=True)
             g = g.reshape(shape) if lead else g
+        elif lead:                          # only leading axes were added: sum them away
+            g = np.add.reduce(g, axis=tuple(range(lead)) if lead > 1 else 0)
         else:
-            g = np.add.reduce(g, axis=tuple(range(lead)) if lead > 1 else 0) if lead else np.reshape(g, shape)
+            g = np.reshape(g, shape)
     return g if g.dtype == dt else g.astype(dt)
 
 
@@ -147,12 +149,34 @@ def _maximum_vjp(n, g, out, x, y):
 
 pow_ = ew('pow', np.power, _pow_vjp)
 maximum = ew('maximum', np.maximum, _maximum_vjp)       # as numpy: nan wins, a tie gives y
-exp = ew('exp', np.exp, lambda n, g, out, x: (mul(g, out),), saves_out=True, saves_inputs=False)
-log = ew('log', np.log, lambda n, g, out, x: (div(g, x),))
-sin = ew('sin', np.sin, lambda n, g, out, x: (mul(g, cos(x)),))
-cos = ew('cos', np.cos, lambda n, g, out, x: (neg(mul(g, sin(x))),))
-tanh = ew('tanh', np.tanh, lambda n, g, out, x: (mul(g, add(1, neg(mul(out, out)))),),   # 1 - tanh**2
-          saves_out=True, saves_inputs=False)
+
+
+# One-input VJPs: n says which inputs need a gradient, g is the output's cotangent, out the output.
+def _exp_vjp(n, g, out, x):
+    return (mul(g, out),)                       # exp' = exp: the saved output
+
+
+def _log_vjp(n, g, out, x):
+    return (div(g, x),)
+
+
+def _sin_vjp(n, g, out, x):
+    return (mul(g, cos(x)),)
+
+
+def _cos_vjp(n, g, out, x):
+    return (neg(mul(g, sin(x))),)
+
+
+def _tanh_vjp(n, g, out, x):
+    return (mul(g, add(1, neg(mul(out, out)))),)    # 1 - tanh**2, from the saved output
+
+
+exp = ew('exp', np.exp, _exp_vjp, saves_out=True, saves_inputs=False)
+log = ew('log', np.log, _log_vjp)
+sin = ew('sin', np.sin, _sin_vjp)
+cos = ew('cos', np.cos, _cos_vjp)
+tanh = ew('tanh', np.tanh, _tanh_vjp, saves_out=True, saves_inputs=False)
 
 
 def _bool_condition(dtype):
@@ -361,7 +385,8 @@ def _broadcast_to_rule(x, shape):
         return Aval(tuple(shape), x.dtype)
     lead = len(shape) - len(x.shape)
     # each dim of x must be 1 or the target (an unknown dim is assumed to fit: checked when it runs)
-    if lead < 0 or any(d not in (None, 1, t) for d, t in zip(x.shape, shape[lead:])):
+    fits = all(d in (None, 1, t) for d, t in zip(x.shape, shape[lead:]))
+    if lead < 0 or not fits:
         raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} to {fmt_shape(shape)}; '
                          f'each dimension must equal the target or be 1')
     return Aval(tuple(shape), x.dtype)
@@ -376,13 +401,20 @@ def _slice_len(s: slice, n):
     """len(range(n)[s]); for an unknown n (None) only an always-empty slice has a known length."""
     if n is not None:
         return len(range(*s.indices(n)))
-    start, stop, step = (None if v is None else operator.index(v) for v in (s.start, s.stop, s.step))
+    start, stop, step = (v if v is None else operator.index(v) for v in (s.start, s.stop, s.step))
     if step == 0:
         raise ValueError('slice step cannot be zero')
     if start is not None and stop is not None and (start < 0) == (stop < 0) and \
             (stop <= start if (step or 1) > 0 else stop >= start):
         return 0
     return None
+
+
+def _dims_used(i):
+    """How many of x's dims one index item consumes: none for None and ..., a mask its ndim, else one."""
+    if i is None or i is Ellipsis:
+        return 0
+    return i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
 
 
 def _getitem_rule(x, idx):
@@ -393,8 +425,7 @@ def _getitem_rule(x, idx):
         return Aval(None, x.dtype)
     items = [np.asarray(i) if isinstance(i, (np.ndarray, bool, np.bool_)) else i for i in idx]
     arrays = any(isinstance(i, np.ndarray) for i in items)
-    used = sum(0 if i is None or i is Ellipsis else
-               i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1 for i in items)
+    used = sum(map(_dims_used, items))
     shape, nd = x.shape, len(x.shape)
     out, adv_shapes, adv_pos, adv_at, dim = [], [], [], None, 0
     try:

@@ -25,24 +25,19 @@ down without it (factoring out the first two alone cost 17 % at 4x4):
 from __future__ import annotations
 
 import functools
-import html
-import itertools
 import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import validate
-from . import dtypes
-from . import core, ops as P
-from .autodiff import reverse_sweep, state     # grad mode lives there: graph building reads it too
+from . import core, dtypes, inplace, ops as P, validate
+from .autodiff import next_seq, reverse_sweep, state     # grad mode lives there: graph building reads it too
+from .conversions import ConversionsMixin
 from .core import describe, shape_error, DEFAULT_FLOAT
-from .errors import BackwardError, InputError, MinigradError, ShapeError
-from .functional import OpsMixin, subtract
-from .errors import GraphError
+from .errors import BackwardError, GraphError, InputError, MinigradError, ShapeError
+from .functional import OpsMixin
+from .inplace import InPlaceMixin
 
-
-_next_seq = itertools.count().__next__
 
 
 class TapeNode:
@@ -52,7 +47,7 @@ class TapeNode:
     def __init__(self, prim, params, parents, saved, out):
         self.prim, self.params, self.parents, self.saved, self.out = prim, params, parents, saved, out
         self.retained = None
-        self.seq = _next_seq()          # creation order = a topological order of the tape
+        self.seq = next_seq()          # creation order = a topological order of the tape
 
     @property
     def name(self) -> str:
@@ -178,7 +173,7 @@ class Rebinds:
     count = 0
 
 
-class Tensor(OpsMixin):
+class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin):
     """An eager value that can record how it was computed.
 
     >>> import minigrad as mg
@@ -189,11 +184,6 @@ class Tensor(OpsMixin):
     """
     __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '_version', '__weakref__')
 
-    def __reduce_ex__(self, protocol):   # as PyTorch: only leaves copy; a non-leaf would drag its graph along
-        if self.grad_fn is not None:
-            raise InputError(f'{describe(self)} was made by an op (a non-leaf) and cannot be pickled or deep-copied '
-                             f'with its graph; copy t.detach() (a leaf) instead')
-        return super().__reduce_ex__(protocol)
     __array_ufunc__ = None          # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
     __hash__ = object.__hash__      # == is elementwise, hashing is by identity (as in PyTorch)
 
@@ -235,68 +225,6 @@ class Tensor(OpsMixin):
     size = property(lambda self: self.data.size)
     is_leaf = property(lambda self: self.grad_fn is None)
 
-    def __len__(self):
-        if self.data.ndim == 0:
-            raise TypeError('len() of a 0-d tensor')
-        return len(self.data)
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
-    # -- conversion
-    def item(self):
-        if self.data.size != 1:
-            raise MinigradError(f'item(): only one-element tensors can be converted to a Python number; '
-                                f'{describe(self)} has {self.data.size} elements')
-        return self.data.item()
-
-    def numpy(self) -> np.ndarray:
-        """The value as a numpy array; read-only when the tensor requires grad (writing through it would
-        change a value the tape saved for backward without minigrad knowing, as PyTorch refuses too).
-        In-place operators (``x += 1``) and optimizer steps are tracked instead: they bump ``x._version``
-        and a backward through an op that saved the old value raises. ``x.data`` is the raw array:
-        writes into it are not tracked (as PyTorch's ``.data``).
-
-        >>> import minigrad as mg
-        >>> mg.tensor([1.0], requires_grad=True).numpy().flags.writeable
-        False
-        """
-        if self._requires_grad:
-            view = self.data.view()
-            view.flags.writeable = False
-            return view
-        return self.data
-
-    def tolist(self):
-        return self.data.tolist()
-
-    def __array__(self, dtype=None, copy=None):
-        return self.numpy() if dtype is None else self.data.astype(dtype)
-
-    def __bool__(self):
-        if self.data.size != 1:
-            raise MinigradError(f'the truth value of {describe(self)} is ambiguous: it has '
-                                f'{self.data.size} elements. Use (t < u)[0], .all() or .any().')
-        return bool(self.data)
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
-    def __index__(self):
-        if self.data.dtype.kind not in 'iu':
-            raise TypeError('only integer tensors can be used as an index')
-        return int(self.item())
-
-    def all(self):
-        return Tensor._make(np.asarray(self.data.all()))
-
-    def any(self):
-        return Tensor._make(np.asarray(self.data.any()))
-
     def detach(self) -> 'Tensor':
         """A tensor with the same data that records nothing (shares the array)."""
         out = Tensor._make(self.data)
@@ -323,50 +251,29 @@ class Tensor(OpsMixin):
             self.grad_fn.retained() is self
 
     def backward(self, gradient=None, retain_graph=False, create_graph=False):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad (reverse sweep over the tape).
+        """Accumulate d(self)/d(leaf) into every leaf's .grad: the reverse sweep over the tape.
 
         ``gradient`` is required unless self has one element. ``retain_graph`` keeps
         the saved values for another backward; ``create_graph`` records the backward
         pass itself so gradients of gradients work."""
-        backward(self, gradient, retain_graph, create_graph)
-
-    # -- in-place operators: compute out of place, then rebind (never corrupt saved arrays)
-    def _inplace(self, prim, other, sym):
-        since = _next_seq()             # the ops recorded from here on (this one's) read the old value rightly
-        if self.grad_fn is None and self._requires_grad and state.grad_enabled:
-            raise BackwardError(
-                f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
-                f'in place would make its gradient meaningless. Update parameters inside '
-                f'`with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
-        res = prim(self, other)     # out of place: arrays saved on a tape stay intact
-        if res.data.dtype != self.data.dtype:
-            if not np.can_cast(res.data.dtype, self.data.dtype, 'same_kind'):
-                raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, which cannot be "
-                                 f'stored in {describe(self)}; write x = x {sym} y instead')
-            res = P.cast(res, dtype=self.data.dtype)
-        if res.data.shape != self.data.shape:
-            raise ShapeError(f"in-place '{sym}=': the result has shape {res.data.shape} but {describe(self)} "
-                             f'cannot change shape in place; write x = x {sym} y instead')
-        for tape in state.tapes:        # from now on this tensor *is* the result: say so on the tape
-            if tape.entries and tape.entries[-1].output is res:
-                tape.entries[-1] = tape.entries[-1]._replace(output=self)
-        if self.retains_grad and res.grad_fn is not None:   # retain_grad() follows the tensor (as PyTorch)
-            self.grad_fn.retained, res.grad_fn.retained = None, weakref.ref(self)
-        self._replace_data(res.data, since)
-        if state.grad_enabled:          # under no_grad the change is unrecorded, but x keeps its history (PyTorch)
-            self.grad_fn = res.grad_fn
-        if res.grad_fn is not None:
-            self._requires_grad = True
-        return self
-
-    def _replace_data(self, new, since=None):
-        """An in-place change: bump the version (``t._version``, as PyTorch's) and remember that the
-        old array is stale, so a backward through an op recorded before ``since`` (a tape sequence
-        number; default: now) that saved it refuses to use it (see ``_check_saved``)."""
-        old, self.data = self.data, new
-        self._version += 1
-        _stale[id(old)] = (weakref.ref(old, lambda _, k=id(old): _stale.pop(k, None)), weakref.ref(self),
-                           self._version - 1, _next_seq() if since is None else since)
+        retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
+        g = _seed(self, gradient, create_graph)
+        if self.grad_fn is None:            # a leaf: d self / d self = 1
+            _check_grads([self])
+            _accumulate(self, g, create_graph)
+            return
+        order, leaves = _tape_order(self.grad_fn)       # every TapeNode behind self, consumers first
+        _check_grads(leaves)
+        if inplace.stale:                   # some tensor was changed in place: did the tape save it?
+            inplace.check_saved(order)
+        ct = {id(self.grad_fn): g}          # cotangents: id(node or leaf) -> d self / d value
+        with (enable_grad() if create_graph else no_grad()):
+            call_vjp = functools.partial(_call_vjp, create_graph=True) if create_graph else _call_vjp
+            reverse_sweep(order, ct, None, call_vjp)
+            if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
+                for node in order:
+                    node.saved = node.out = None
+            _accumulate_leaves(leaves, ct, create_graph)
 
     # -- operators: a fast path straight into the eager interpreter when the other operand is
     #    a Tensor, a number or an array (anything else, e.g. a Symbol, goes through core.apply)
@@ -384,40 +291,6 @@ class Tensor(OpsMixin):
 
     def __neg__(self):                  # speed: floats straight to eager_apply (else ops.neg's dtype rules)
         return eager_apply(P.mul, (self, -1), {}) if self.data.dtype.kind == 'f' else P.neg(self)
-
-    def __iadd__(self, o):
-        return self._inplace(P.add, o, '+')
-
-    def __isub__(self, o):
-        return self._inplace(subtract, o, '-')
-
-    def __imul__(self, o):
-        return self._inplace(P.mul, o, '*')
-
-    def __itruediv__(self, o):
-        return self._inplace(P.div, o, '/')
-
-    def __repr__(self):
-        body = np.array2string(self.data, separator=', ', precision=4, prefix='tensor(')
-        extra = ''
-        if self.data.dtype not in (DEFAULT_FLOAT, np.dtype(np.int64), np.dtype(bool)):
-            extra += f', dtype={self.data.dtype}'
-        if self.grad_fn is not None:
-            extra += f', grad_fn=<{self.grad_fn.prim.name}>'
-        elif self._requires_grad:
-            extra += ', requires_grad=True'
-        if self.name:
-            extra += f', name={self.name!r}'
-        return f'tensor({body}{extra})'
-
-    def _repr_html_(self):
-        """Jupyter shows the values; a tensor with a recorded graph adds its drawing, folded away."""
-        text = f'<pre>{html.escape(repr(self))}</pre>'
-        if self.grad_fn is None:
-            return text
-        svg = core.hooks.display(self).get('image/svg+xml')
-        return text + (f'<details><summary>graph</summary>{svg}</details>' if svg else '')
-
 
 def _to_array(data, dtype=None) -> np.ndarray:
     if isinstance(data, Tensor):
@@ -451,7 +324,7 @@ def eager_apply(prim, args, params):
     if parents is not None and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
         node = t.grad_fn = _new(TapeNode)   # speed: TapeNode(...) inlined
         node.prim, node.params, node.parents, node.saved, node.retained = prim, params, parents, vals, None
-        node.out, node.seq = out if prim.saves_out else None, _next_seq()
+        node.out, node.seq = out if prim.saves_out else None, next_seq()
         t._requires_grad = True
     if state.tapes:
         _record(prim.name, args, params, t)
@@ -504,9 +377,6 @@ def _record(op, args, params, out):
 
 
 _new = object.__new__
-# id(array) -> (weakref to the array, weakref to its tensor, the version it held): arrays a tensor
-# held before an in-place change; an entry goes when its array is freed.
-_stale: dict = {}
 
 
 core.hooks.tensor_type = Tensor
@@ -514,29 +384,7 @@ core.hooks.eager_apply = eager_apply
 core.hooks.lift = lambda data: Tensor._make(_to_array(data))
 
 
-# ------------------------------------------------------------------ backward
-def backward(root: Tensor, gradient=None, retain_graph=False, create_graph=False):
-    """The reverse sweep of the tape from `root` (Tensor.backward): each leaf's .grad gets d root / d leaf."""
-    retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
-    g = _seed(root, gradient, create_graph)
-    if root.grad_fn is None:            # a leaf: d root / d root = 1
-        _check_grads([root])
-        _accumulate(root, g, create_graph)
-        return
-    order, leaves = _tape_order(root.grad_fn)       # every TapeNode behind root, consumers first
-    _check_grads(leaves)
-    if _stale:
-        _check_saved(order)
-    ct = {id(root.grad_fn): g}          # cotangents: id(node or leaf) -> d root / d value
-    with (enable_grad() if create_graph else no_grad()):
-        call_vjp = functools.partial(_call_vjp, create_graph=True) if create_graph else _call_vjp
-        reverse_sweep(order, ct, None, call_vjp)
-        if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
-            for node in order:
-                node.saved = node.out = None
-        _accumulate_leaves(leaves, ct, create_graph)
-
-
+# ------------------------------------------------------------------ backward (Tensor.backward's steps)
 def _check_grads(leaves):
     """Before anything changes: every .grad that backward will add to has its tensor's shape and dtype."""
     for t in leaves:
@@ -563,8 +411,8 @@ def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
     order, _ = _tape_order(y.grad_fn)
     if x.grad_fn is not None:           # nothing recorded before x depends on x: the sweep stops at x
         order = [n for n in order if n.seq > target.seq]
-    if _stale:
-        _check_saved(order)
+    if inplace.stale:
+        inplace.check_saved(order)
     ct = {id(y.grad_fn): g}
     with (enable_grad() if create_graph else no_grad()):
         reverse_sweep(order, ct, None, functools.partial(_call_vjp, create_graph=create_graph))
@@ -622,23 +470,6 @@ def _call_vjp(node, g, create_graph=False):
     except Exception as e:              # re-raised, naming the op: the tape is still whole
         raise BackwardError(f"backward(): the VJP of '{node.prim.name}' failed: {type(e).__name__}: {e}") from e
     return zip(parents, grads)
-
-
-def _check_saved(order):
-    """PyTorch's version check: no value an op saved for backward may have changed in place since."""
-    for node in order:
-        saved = node.saved or ()        # freed: backward reports that itself
-        for k, v in enumerate([*(saved if node.prim.saves_inputs else [None] * len(saved)), node.out]):
-            entry = _stale.get(id(v))
-            if entry is None or entry[0]() is not v or node.seq >= entry[3]:
-                continue
-            t = entry[1]()
-            what = f'its input {k}' if k < len(saved) else 'its output'
-            raise BackwardError(
-                f"backward(): a value '{node.prim.name}' saved for the gradient ({what}, "
-                f"{describe(t) if t is not None else 'a tensor'}) was modified by an in-place operation: it "
-                f'is now at version {t._version if t is not None else "?"}, the op saved version {entry[2]}. '
-                f'Compute out of place (y = x + 1, not x += 1) or call backward() before changing it.')
 
 
 def _tape_order(root: TapeNode) -> tuple[list, list]:
