@@ -22,6 +22,7 @@ from . import core, ops as P
 from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
 from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError, FeedError
 from .functional import OpsMixin
+from .names import Names
 from .autodiff import reverse_sweep, state
 
 
@@ -262,7 +263,7 @@ class Graph:
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
         self.grad_nodes: set[int] = set()    # ids of the nodes mg.gradients added (drawn as backward)
         self.single = False                  # a cond/while body written as `return x` (not a tuple)
-        self._names = core.Names()
+        self._names = Names()
 
     # -- building
     def unique_name(self, base: str) -> str:

@@ -17,7 +17,8 @@ import numpy as np
 from . import ops as P
 from .compiler import ops as C
 from .compiler.program import Program
-from .core import Names, apply
+from .core import apply
+from .names import Names
 from .control import COND, WHILE
 from .errors import MinigradError
 from .graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT, VARIABLE,

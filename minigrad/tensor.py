@@ -37,6 +37,7 @@ from .core import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, GraphError, InputError, MinigradError, ShapeError
 from .functional import OpsMixin
 from .inplace import InPlaceMixin
+from .names import Names
 
 
 
@@ -92,7 +93,7 @@ class Tape:
 
     def __repr__(self):
         lines = [f'Tape with {len(self.entries)} entries']
-        names = core.Names(t.name for e in self.entries for t in (e.output, *e.inputs)
+        names = Names(t.name for e in self.entries for t in (e.output, *e.inputs)
                            if isinstance(t, Tensor) and t.name)
         outputs, given = {id(e.output): e.op for e in self.entries}, {}
         def nm(x):      # unnamed tensors: the Graph's scheme (mul, mul_1, ...), as in drawings and print(graph)

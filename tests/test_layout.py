@@ -14,7 +14,7 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / 'minigrad'
 
 # Lowest first. A module imports only from layers below its own (a sub-package is one module here;
 # its files import each other freely). Display goes the other way: viz registers core.hooks.display.
-LAYERS = [['errors', 'hints'], ['validate'], ['core'], ['dtypes'], ['ops'], ['functional', 'autodiff'],
+LAYERS = [['errors', 'hints'], ['validate', 'names'], ['core'], ['dtypes'], ['ops'], ['functional', 'autodiff'],
           ['conversions', 'inplace'], ['tensor', 'graph'], ['creation'], ['interpreter', 'forward', 'optim', 'data'],
           ['control'], ['compiler', 'batching'], ['session', 'func'], ['trace'], ['jit'], ['nn', 'testing', 'checks'],
           ['onnx_export'], ['onnx_import'], ['viz'], ['__init__'], ['bench', 'check_notebook']]
@@ -46,23 +46,23 @@ PARTS = {
     'tracing reading path': ['core', 'graph', 'trace', 'jit'],
 }
 APPARATUS = ['viz', 'checks', 'hints', 'data', 'bench', 'check_notebook']     # the course's, not the engine's
-CEILINGS = {'teaching core': (2150, 2558), 'tape reading path': (1000, 1060),
-            'static graphs reading path': (1598, 1701),     # issue 31's cond/while JVP rules, graph checks (+42)
-            'tracing reading path': (957, 1156 + 16 + 24),            # +199: issue 31's call node and jit guards
-            'engine': (4900, 6363), 'course apparatus': (1300, 1857 + 10)}
+CEILINGS = {'teaching core': (2150, 2534), 'tape reading path': (1000, 1035),
+            'static graphs reading path': (1598, 1676),     # issue 31's cond/while JVP rules, graph checks (+42)
+            'tracing reading path': (957, 1171),            # issue 31's call node and jit guards (+199)
+            'engine': (4900, 6367), 'course apparatus': (1300, 1868)}
 # issue 36: batching.py (mg.vmap, a batching rule per primitive, cond/while under vmap) and func.py (grad,
 # value_and_grad, hessian, functional_call, one-pass jacfwd/jacrev) +459 engine; core +12 (the batch field, the
 # vmap hooks, apply dispatching on the innermost Dual/Batched level); control +4 and graph +4 (cond, while_loop
 # and lift under vmap); task 9.6's hints +10 (apparatus); the per-example benchmark lives in scripts/bench.py.
-# Issue 37: Graph.atomic journals the names an op takes instead of copying them per op (core.Names
+# Issue 37: Graph.atomic journals the names an op takes instead of copying them per op (Names
 # undo/rollback +12; graph.py +12: the journal, where= on copies, a lazily formatted error subject); kernel and
 # program sources written when first read (+12 engine).
 # Issue 33 (second session): Tensor's conversions (conversions.py) and in-place operators with the version
-# counter (inplace.py) left tensor.py, so the tape's path lost 121 lines (1,166 -> 1,045) and the teaching core
-# 121; the density measure now skips docstrings (as the issue defines it), and ops.py (12.8 -> 12.5) and
+# counter (inplace.py) left tensor.py (tape path -121 lines), the naming scheme left core.py for names.py (-26);
+# the density measure now skips docstrings (as the issue defines it), and ops.py (12.8 -> 12.5) and
 # functional.py (13.1 -> 12.1) met it by naming steps: ops +15 lines (named VJPs of the one-input functions,
-# three split conditions), so tape path 1,045 -> 1,060 and static graphs 1,684 -> 1,701; autodiff +2 (next_seq);
-# engine +55 (the two mixins' headers and imports, the named steps).
+# three split conditions); autodiff +2 (next_seq). Tape path 1,166 -> 1,035, static graphs 1,684 -> 1,676,
+# tracing 1,196 -> 1,171, teaching core 2,646 -> 2,534; engine +59 and apparatus +1 (module headers, imports).
 DENSITY_LIMIT = 12.5        # tokens per code line in each teaching-core module (no limit met by cramming)
 FUNCTION_LIMIT = 60
 

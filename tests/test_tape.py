@@ -391,7 +391,8 @@ def test_fan_out_accumulation_with_retained_grad():
 
 def test_docstring_examples_run():
     import doctest, importlib
-    for name in ('minigrad.core', 'minigrad.tensor', 'minigrad.creation', 'minigrad.testing'):  # (mg.tensor: the function)
+    for name in ('minigrad.core', 'minigrad.names', 'minigrad.tensor', 'minigrad.conversions', 'minigrad.creation',
+                 'minigrad.testing'):  # (mg.tensor: the function)
         mod = importlib.import_module(name)
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from ..core import Names
+from ..names import Names
 from ..errors import MinigradError
 from ..graph import PLACEHOLDER
 from .codegen import comment_safe

@@ -26,7 +26,8 @@ import threading
 
 import numpy as np
 
-from ..core import OPS, Names, fmt_shape, hooks
+from ..core import OPS, fmt_shape, hooks
+from ..names import Names
 from ..validate import check_int
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
