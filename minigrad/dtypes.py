@@ -3,6 +3,8 @@ the arrays beside it), and the result dtype of a ufunc is the one numpy 2 gives.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .core import Aval, aval_of, elementwise_rule, bool_, int64, float64
@@ -26,10 +28,20 @@ def weak_dtype(value, dtypes, what='value') -> np.dtype:
     kinds, default = ('iuf', int64) if isinstance(value, int) else ('f', float64)
     near = [d for d in dtypes if d.kind in kinds]
     dt = np.result_type(*near) if near else default
-    if isinstance(value, int) and dt.kind in 'iu' and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+    if isinstance(value, int) and dt.kind in 'iu' and not _int_min(dt) <= value <= _int_max(dt):
         raise InputError(f'{what}: the Python int {value} is out of range for {dt} (numpy 2 refuses it too); '
                          f'use a wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
     return dt
+
+
+@functools.lru_cache(maxsize=None)
+def _int_min(dt):          # np.iinfo takes ~10 us a call: building a graph of scalar ops asked it per op
+    return int(np.iinfo(dt).min)
+
+
+@functools.lru_cache(maxsize=None)
+def _int_max(dt):
+    return int(np.iinfo(dt).max)
 
 
 def check_weak_ints(op: str, vals):

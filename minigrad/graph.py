@@ -9,6 +9,7 @@ re-checks it, and ``interpreter.evaluate`` defines what it means.
 from __future__ import annotations
 
 import contextlib
+import gc
 import operator
 import os
 import sys
@@ -374,8 +375,9 @@ class Graph:
 
         Raises GraphError naming the first bad node; returns the graph so calls chain."""
         defined = {id(inner) for _, inner in self.captures}
+        rules = {}          # (prim, input avals, params) -> what the shape rule gave: equal nodes run it once
         for node in self.nodes:
-            problem = _check_node(node, defined)
+            problem = _check_node(node, defined, rules)
             if problem:         # the message (which formats the node) is only built for a bad node
                 raise GraphError(f'verify: node `{self.format_node(node)}` {problem}')
             defined.update(id(o) for o in node.outputs)
@@ -432,17 +434,24 @@ def _node_index(node):
     return node.index
 
 
-def _check_node(node, defined) -> str | None:
-    """What is wrong with `node` (inputs defined before it, shape rule, outputs), or None."""
+def _check_node(node, defined, rules) -> str | None:
+    """What is wrong with `node` (inputs defined before it, shape rule, outputs), or None. ``rules``
+    remembers the shape rule's result per (prim, input avals, params) across the nodes of one verify."""
     for s in node.inputs:
         if not isinstance(s, Symbol) or id(s) not in defined:
             return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
     if node.prim not in SOURCES and node.prim not in STATEFUL:
-        try:
-            avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **_rule_params(node))
-        except MinigradError as e:
-            return f'fails its shape rule: {e}'
-        avals = avals if isinstance(avals, (list, tuple)) and not isinstance(avals, Aval) else [avals]
+        ins, params = tuple(Aval(s.shape, s.dtype) for s in node.inputs), _rule_params(node)
+        key = _rule_key(node.prim, ins, params)
+        avals = rules.get(key) if key is not None else None
+        if avals is None:
+            try:
+                avals = node.prim.shape_rule(*ins, **params)
+            except MinigradError as e:
+                return f'fails its shape rule: {e}'
+            avals = avals if isinstance(avals, (list, tuple)) and not isinstance(avals, Aval) else [avals]
+            if key is not None:
+                rules[key] = avals
         if len(avals) != len(node.outputs):
             return f'has {len(node.outputs)} outputs, its rule gives {len(avals)}'
         for o, av in zip(node.outputs, avals):
@@ -453,6 +462,16 @@ def _check_node(node, defined) -> str | None:
         if o.node is not node:
             return f'output {o.name} points at another node'
     return None
+
+
+def _rule_key(prim, ins, params):
+    """A hashable key for a shape rule's call, or None when a param cannot be hashed (an array, a graph)."""
+    key = (prim, ins, tuple(sorted((k, type(v), v) for k, v in params.items())))   # types: 1 == 1.0 == True
+    try:
+        hash(key)
+    except TypeError:       # unhashable params: this node's rule simply runs (no memo)
+        return None
+    return key
 
 
 def _rule_params(node):
@@ -619,6 +638,21 @@ core.hooks.graph_apply = graph_apply
 
 
 # ------------------------------------------------------------------ symbolic gradients
+@contextlib.contextmanager
+def gc_paused():
+    """No cyclic garbage collection inside (as a decorator too): while a big graph is built or compiled,
+    each full collection scans every node made so far, so they cost time quadratic in the graph's size
+    (2/3 of compiling a 20,000-op chain). Reference counting still frees what is dropped."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@gc_paused()
 def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
     """Add the backward graph of sum(ys) to the same graph; return d/dx for each x in xs.
 

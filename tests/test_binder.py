@@ -44,6 +44,7 @@ def _first_lesson() -> Path | None:
 
 
 LESSON = _first_lesson()
+WARM_LESSON = "notebooks/04_static_graphs.ipynb"     # its Session compiles a loop kernel
 # apt package -> an executable it provides (to check it without dpkg)
 APT_PROVIDES = {"graphviz": "dot"}
 
@@ -140,6 +141,10 @@ def binder_env(tmp_path_factory):
         subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install",
                         "--disable-pip-version-check", "pip"], check=True)
     env = _clean_env(venv, base)
+    # postBuild warms the kernel cache by running the lessons (about 90 s); here one lesson that compiles a
+    # kernel, into a cache of this test's own
+    env["MINIGRAD_CACHE_DIR"] = str(base / "kernel-cache")
+    env["MINIGRAD_WARM_NOTEBOOKS"] = WARM_LESSON
 
     reqs = BINDER / "requirements.txt"
     assert reqs.exists(), "binder/requirements.txt is missing"
@@ -152,6 +157,18 @@ def binder_env(tmp_path_factory):
         interp = shlex.split(first[2:]) if first.startswith("#!") else ["bash"]
         _run([*interp, post_build], env)
     return py, env
+
+
+@pytest.mark.slow
+def test_binder_image_starts_with_a_warm_kernel_cache(binder_env):
+    """postBuild ran the lesson, so a fresh kernel running it again compiles no kernel (issue 37)."""
+    py, env = binder_env
+    if subprocess.run([py, "-c", "import numba"], env=env).returncode != 0:
+        pytest.skip("numba has no wheel for this platform: no kernels to cache")
+    kernels = list(Path(env["MINIGRAD_CACHE_DIR"]).rglob("k_*.py"))
+    assert kernels, "postBuild left no kernel in the cache"
+    out = _run([py, "scripts/warm_kernel_cache.py", WARM_LESSON], env).stdout
+    assert "0 kernel files added,   0 numba indexes written" in out, out
 
 
 @pytest.mark.slow

@@ -50,3 +50,39 @@ def test_atomic_rolls_back_names_through_a_journal():
     assert b.name == 'mul_1' and c.name == 'mul_2'
 
 
+
+
+def test_gc_paused_restores_the_collector_also_on_error():
+    import gc
+    from minigrad.graph import gc_paused
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with gc_paused():
+            assert not gc.isenabled()
+            raise ValueError('inside')
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()           # the user's choice stays
+    finally:
+        gc.enable()
+
+
+def test_verify_runs_each_shape_rule_once_but_checks_every_node():
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (3,), name='x')
+        a, b = x * 2.0, x * 2.0                         # equal (prim, input avals, params): one rule call
+    calls = []
+    rule = a.node.prim.shape_rule
+    a.node.prim.shape_rule = lambda *av, **p: calls.append(1) or rule(*av, **p)
+    try:
+        g.verify()
+        assert len(calls) == 1
+        b.node.outputs[0].dtype = mg.float64            # the second node lies about its output
+        with pytest.raises(mg.GraphError, match='recorded as float64'):
+            g.verify()
+    finally:
+        a.node.prim.shape_rule = rule
