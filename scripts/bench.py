@@ -6,7 +6,8 @@ measured value and PASS/MISS. Not a test: timings depend on the machine.
 
 Columns: hand-written numpy, minigrad's tape, the compiled program on the numba backend
 (``compiled``, when numba imports) and on the numpy backend (``compiled_numpy``), PyTorch
-eager, ``torch.compile`` and ``jax.jit`` when installed; for per-example gradients (issue 36) a loop of
+eager (the chain and the MLP step each get a ``tape / torch eager`` target; ``--tape`` runs only those two
+cases), ``torch.compile`` and ``jax.jit`` when installed; for per-example gradients (issue 36) a loop of
 ``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``. For one thread everywhere, run
 with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
 The timing helpers and the chain case are minigrad.bench's (lesson 08 imports them).
@@ -93,7 +94,26 @@ def mlp_case(batch, rng, lr=0.01):
     variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants([loss, step], [px, py], [x, onehot])}
     if jax is not None:
         variants['jax'] = _mlp_jax(init + binit, x, onehot, batch, lr)
+    if torch is not None:
+        variants['torch'] = _mlp_torch(init + binit, x, onehot, batch, lr)
     return variants
+
+
+def _mlp_torch(params, x, onehot, batch, lr):
+    """The MLP training step in PyTorch eager (autograd, then an SGD update under no_grad)."""
+    P = [torch.from_numpy(p.copy()).requires_grad_() for p in params]
+    tx, ty = torch.from_numpy(x), torch.from_numpy(onehot)
+    log_softmax = lambda h, axis: torch.log_softmax(h, dim=axis)
+
+    def torch_step():
+        loss = mlp_loss(tx, P[:3], P[3:], ty, torch.relu, log_softmax, batch)
+        loss.backward()
+        with torch.no_grad():
+            for p in P:
+                p -= lr * p.grad
+                p.grad = None
+        return loss
+    return torch_step
 
 
 def _mlp_numpy(x, labels, onehot, W, B, batch, lr):
@@ -246,6 +266,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
     ap.add_argument('--json', metavar='FILE', help='also write the results as JSON')
+    ap.add_argument('--tape', action='store_true', help='only the chain and MLP cases (the tape vs torch eager)')
     opts = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     repeats, min_time = (3, 0.002) if opts.quick else (15, 0.05)
@@ -254,7 +275,8 @@ def main(argv=None):
     def target(name, value, limit, ok):
         targets.append({'target': name, 'measured': round(value, 3), 'goal': limit, 'pass': bool(ok)})
 
-    for part in (_bench_chain, _bench_mlp, _bench_fused, _bench_compile_cost, _bench_per_example):  # one rng, in order
+    parts = (_bench_chain, _bench_mlp) + (() if opts.tape else (_bench_fused, _bench_compile_cost, _bench_per_example))
+    for part in parts:  # one rng, in order
         part(opts.quick, rng, repeats, min_time, rows, target)
     _report(rows, targets, opts)
 
@@ -271,6 +293,8 @@ def _bench_chain(quick, rng, repeats, min_time, rows, target):
         target(f'chain {n}: compiled / tape', c / t['tape'], '<= 1.0', c <= t['tape'])
         if n == 4 and 'torch' in t:
             target('chain 4: torch / tape', t['torch'] / t['tape'], '>= 1.5', t['torch'] / t['tape'] >= 1.5)
+        if 'torch' in t:            # issue 37: the tape at or below PyTorch eager
+            target(f'chain {n}: tape / torch eager', t['tape'] / t['torch'], '<= 1.0', t['tape'] <= t['torch'])
     n = 256 if quick else 1024
     v = chain_all(n, rng)
     best = 'compiled' if 'compiled' in v else 'compiled_numpy'
@@ -288,6 +312,8 @@ def _bench_mlp(quick, rng, repeats, min_time, rows, target):
         rows.append({'case': f'MLP step batch {batch}', **{k: v * 1e6 for k, v in t.items()}})
         lim = 0.5 if batch == 1 else 0.9
         target(f'MLP batch {batch}: compiled / numpy', t[best] / t['numpy'], f'<= {lim}', t[best] / t['numpy'] <= lim)
+        if 'torch' in t:
+            target(f'MLP batch {batch}: tape / torch eager', t['tape'] / t['torch'], '<= 1.0', t['tape'] <= t['torch'])
         for _ in range(3):
             variants[best]()
         tr = peak_bytes(variants[best])

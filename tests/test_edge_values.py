@@ -439,3 +439,37 @@ def test_simplify_keeps_the_sign_of_zero(fn):
         got = mg.compile(y, [x])(xs)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str(dt))
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize('dt', [np.float16, np.float32, np.float64])
+def test_where_with_zero_on_big_arrays_is_np_where_bit_for_bit(dt):
+    """issue 37: where(c, x, 0) on big float arrays (relu and its VJP) is a multiply of x's bits by c; it must
+    give np.where's bits: +0.0 where c is False (x * False was -0.0 for negative x), inf and nan kept."""
+    finite, x = (np.resize(np.array(v, dt), 4099) for v in ([-1.5, -0.0, 0.0, 2.0], [-1.5, -0.0, 2.0, inf, -inf, nan]))
+    for v, c in itertools.product((finite, x), (x > 0, ~(x > 0), np.arange(x.size) % 3 == 0)):
+        got = mg.where(mg.tensor(c), mg.tensor(v), 0).numpy()
+        assert got.dtype == dt and got.tobytes() == np.where(c, v, 0).tobytes()
+    t = mg.tensor(x.reshape(-1, 1) if dt == np.float16 else x, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        y = mg.relu(t)
+        (y * 1.0).sum().backward()
+    assert y.numpy().ravel().tobytes() == np.where(x > 0, x, 0).tobytes()
+    assert t.grad.numpy().ravel().tobytes() == np.where(x > 0, np.ones_like(x), 0).tobytes()
+
+
+@pytest.mark.parametrize('dt', [np.float32, np.float64, np.int64])
+def test_matmul_with_one_contracted_dim_is_np_matmul_bit_for_bit(dt):
+    """issue 37: a K=1 product (x.T @ g at batch 1) is an outer product computed as a broadcast multiply;
+    it must give np.matmul's bits (matmul's sum starts from +0.0, so a -0.0 product is +0.0 there)."""
+    rng = np.random.default_rng(0)
+    a = np.resize(np.array([-1.5, -0.0, 0.0, 2.0, 3.0], dt), (1, 130)) * (rng.integers(1, 4, (1, 130))).astype(dt)
+    g = np.resize(np.array([0.0, -0.0, 1.0, -2.0], dt), (1, 40))
+    for x, y in ((a.T, g), (a.T.copy(), g), (np.broadcast_to(a.T, (2, 130, 1)), g), (g.T, a)):
+        got = (mg.tensor(x) @ mg.tensor(y)).numpy()
+        want = np.matmul(x, y)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    W = mg.tensor(rng.standard_normal((130, 40)).astype(np.float32), requires_grad=True)
+    h = mg.tensor(a.astype(np.float32))
+    (h @ W).sum().backward()            # d/dW = h.T @ ones: the outer product in the tape's backward
+    assert W.grad.numpy().tobytes() == np.matmul(a.astype(np.float32).T, np.ones((1, 40), np.float32)).tobytes()
