@@ -16,16 +16,19 @@ min/max) for clamps and special values, all plain arithmetic that vectorises.
   the correctly rounded value; float32 tanh and the float64 versions: a few ulps (scripts/ulp_error.py
   measures them all; tests/test_approx.py holds the bounds).
 
-Each function below is pasted into the kernel files that use it (so a kernel's cache key covers
-its approximation) as a plain ``@njit`` function: LLVM inlines it into the loop and vectorises it.
-Not ``inline='always'``: that inlines numba's IR and types every call site again (a kernel with
-30 tanhs took 6.9 s to compile cold instead of 0.6 s, for the same machine code). ``f64_bits`` and
+Each function below is pasted into the loop of the kernels that use it (``pasted``: so a kernel's
+cache key covers its approximation), in single-assignment form with selects for its conditionals.
+Cold compile of a kernel with 30 float32 tanhs: 6.9 s as ``@njit(inline='always')`` helpers (numba
+types every call site again, and its SSA pass is quadratic in the basic blocks that each ``a if c
+else b`` makes), about 3 s pasted this way; plain ``@njit`` helpers compile fast but LLVM does not
+inline them into a large kernel, which then runs scalar (7x slower). ``f64_bits`` and
 ``bits_f64`` are bit casts and ``fma`` is LLVM's fused multiply-add (numba intrinsics): the polynomials
 are chains of fma, one instruction per coefficient, without fast-math anywhere (which would break
 nan, inf and -0.0; the kernel loops never contract a*b+c, which numpy rounds twice).
 """
 from __future__ import annotations
 
+import ast
 import inspect
 
 import numpy as np
@@ -60,8 +63,19 @@ try:
             fn = builder.module.declare_intrinsic('llvm.fma', [t], ir.FunctionType(t, [t, t, t]))
             return builder.call(fn, args)
         return a(a, b, c), codegen
+
+    @intrinsic
+    def select(typingctx, c, a, b):
+        """``a if c else b`` as one LLVM select, both sides computed: no branch, so no basic block
+        (numba's SSA pass is quadratic in blocks) and nothing that stops vectorisation."""
+        if not (isinstance(c, types.Boolean) and a == b):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.select(*args)
+        return a(c, a, b), codegen
 except ImportError:          # the numpy backend needs none of this
-    f64_bits = bits_f64 = fma = None
+    f64_bits = bits_f64 = fma = select = None
 
 
 def exp_f64(x):
@@ -200,21 +214,58 @@ APPROX = {
 }
 
 
-def helper_source(names) -> str:
-    """The njit-compiled source of the approximations `names` and what they call, for a kernel file."""
-    todo, seen = list(names), []
-    while todo:
-        n = todo.pop()
-        if n not in seen:
-            seen.append(n)
-            todo += APPROX[n][1]
-    deco = "@njit(cache=True, error_model='numpy')\n"
-    return ''.join(deco + inspect.getsource(globals()[n]) + '\n\n' for n in sorted(seen))
+def pasted(fn: str, arg: str, prefix: str) -> tuple[list, str]:
+    """The statements of approximation `fn` applied to the expression `arg`, and the variable holding
+    the result: what a loop kernel runs in place of a call. Every assignment gets a new name
+    (``<prefix>_<name><k>``: numba's SSA pass is slow on reassigned names), ``a if c else b`` becomes
+    ``select(c, a, b)`` and ``and``/``or`` become ``&``/``|`` (branches would split the loop into basic
+    blocks); an approximation it calls is pasted before the line that calls it.
+
+    >>> pasted('exp_f32', 'x0', 't3')[1]
+    't3_out'
+    """
+    tree = ast.parse(inspect.getsource(globals()[fn])).body[0]
+    version, lines, n = {tree.args.args[0].arg: 0}, [f'{prefix}_{tree.args.args[0].arg}0 = {arg}'], [0]
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Name(f'{prefix}_{node.id}{version[node.id]}', node.ctx) if node.id in version else node
+
+        def visit_IfExp(self, node):
+            self.generic_visit(node)
+            return ast.Call(ast.Name('select', ast.Load()), [node.test, node.body, node.orelse], [])
+
+        def visit_BoolOp(self, node):
+            self.generic_visit(node)
+            op, out = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr(), node.values[0]
+            for v in node.values[1:]:
+                out = ast.BinOp(out, op, v)
+            return out
+
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id in APPROX:     # tanh_f64 calls exp_f64
+                n[0] += 1
+                inner, out = pasted(node.func.id, ast.unparse(node.args[0]), f'{prefix}_{n[0]}')
+                lines.extend(inner)
+                return ast.Name(out, ast.Load())
+            return node
+    for st in tree.body:
+        value = ast.unparse(Rename().visit(st.value))
+        if isinstance(st, ast.Return):
+            lines.append(f'{prefix}_out = {value}')
+        else:
+            name = st.targets[0].id
+            version[name] = version.get(name, -1) + 1
+            lines.append(f'{prefix}_{name}{version[name]} = {value}')
+    return lines, f'{prefix}_out'
 
 
 def call(name: str, dtype, arg: str, ctx) -> str:
-    """A kernel rule's expression: the approximation of `name` for `dtype` applied to `arg`
-    (recorded in ``ctx.approx``); ``None`` dtype kinds other than float32/float64 use float64."""
+    """A kernel rule's expression: the approximation of `name` for `dtype` applied to `arg`, its
+    statements pasted into the loop (``ctx.lines``; recorded in ``ctx.approx``). Not float32: float64."""
     fn = f'{name}_f32' if np.dtype(dtype) == np.float32 else f'{name}_f64'
     ctx.approx.add(fn)
-    return f'{fn}({arg})'
+    lines, out = pasted(fn, arg, ctx.fresh())
+    ctx.lines += [f'# {fn}({arg}): approximation pasted from minigrad/compiler/approx.py'] + lines
+    return out

@@ -30,7 +30,6 @@ import numpy as np
 from ..core import Names
 from ..errors import MinigradError
 from ..graph import PLACEHOLDER
-from .approx import helper_source
 from .codegen import comment_safe
 
 try:
@@ -76,12 +75,16 @@ def _convert(expr: str, dt) -> str:
 
 
 class _Ctx:
-    """What kernel rules use: ``ctx.typed(v)``, a literal in the current op's dtype; ``ctx.approx``
-    collects the approximations (approx.py) the kernel calls."""
+    """What kernel rules use: ``ctx.typed(v)``, a literal in the current op's dtype; ``ctx.lines``,
+    statements to run before the op's expression (an approximation, named in ``ctx.approx``)."""
     dtype = None
 
     def __init__(self, approx=None):
-        self.approx = set() if approx is None else approx
+        self.approx, self.lines, self._n = set() if approx is None else approx, [], 0
+
+    def fresh(self) -> str:
+        self._n += 1
+        return f'p{self._n}'
 
     def typed(self, v) -> str:
         return _convert(repr(v), self.dtype)
@@ -148,8 +151,9 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
         ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
-        body.append(f'{t} = {_convert(node.prim.kernel(args, node.params, ctx), o.dtype)}'
-                    + _note(t, o.name, node.prim.name))
+        expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
+        body += ctx.lines + [f'{t} = {expr}' + _note(t, o.name, node.prim.name)]
+        ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs)]
     sig = ', '.join(f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
@@ -193,7 +197,7 @@ def Out(dtype, ndim):
 void = types.void
 
 '''
-_APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma  # numba intrinsics\n\n\n'
+_APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, select\n\n'    # the approximations' intrinsics
 
 
 class Kernel:
@@ -221,7 +225,7 @@ def build_kernel(graph, layouts) -> Kernel:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
     used = set()
     loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used))   # neutral names: one file per loop
-    code = _HEADER + (_APPROX_IMPORT + helper_source(used) if used else '') + loop
+    code = _HEADER + (_APPROX_IMPORT if used else '') + loop
 
     def src():
         return kernel_source(graph, layouts, readable=True)
