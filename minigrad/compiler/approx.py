@@ -200,7 +200,8 @@ def tanh_f32(x):
     q = fma(q, u, np.float32(4.89352518554385e-03))
     a = -x if x < 0 else x
     r = x if a < np.float32(0.0004) else xc * p / q     # x itself near 0: keeps -0.0 and subnormals
-    return r if a < np.float32(9.0) else xc / c          # +-1 exactly where tanh rounds to it (and at +-inf)
+    s = np.float32(1.0) if x > 0 else (np.float32(-1.0) if x < 0 else x)     # sign(x), nan stays nan: no 2nd division
+    return r if a < np.float32(9.0) else s               # +-1 exactly where tanh rounds to it (and at +-inf)
 
 
 # name -> (what it is, the helpers it calls); the measured errors are in scripts/ulp_error.py's output
