@@ -7,7 +7,8 @@ measured value and PASS/MISS. Not a test: timings depend on the machine.
 Columns: hand-written numpy, minigrad's tape, the compiled program on the numba backend
 (``compiled``, when numba imports) and on the numpy backend (``compiled_numpy``), PyTorch
 eager (the chain and the MLP step each get a ``tape / torch eager`` target; ``--tape`` runs only those two
-cases), ``torch.compile`` and ``jax.jit`` when installed; for per-example gradients (issue 36) a loop of
+cases), ``torch.compile`` and ``jax.jit`` when installed; the tanh chain (issue 37: tanh inside fused
+loops); for per-example gradients (issue 36) a loop of
 ``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``. For one thread everywhere, run
 with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
 The timing helpers and the chain case are minigrad.bench's (lesson 08 imports them).
@@ -182,6 +183,90 @@ def fused_case(n, rng, compile_torch=False):
     return variants
 
 
+# ------------------------------------------------------------------ tanh chain (issue 37)
+def tanh_chain_case(n, rng, layers=10):
+    """Ten y = tanh(y * w + b) layers and the sum on n x n float32, forward + backward (a tanh every other
+    op). Variants: hand-written numpy, the tape, the compiled program (numba: tanh inside the fused loops,
+    compiler/approx.py), torch eager and jax.jit when installed."""
+    x, ws, bs = chain_arrays(n, rng)
+
+    def numpy_step():
+        y, ys, ts = x, [], []
+        for w, b in zip(ws, bs):
+            ys.append(y)
+            y = np.tanh(y * w + b)
+            ts.append(y)
+        loss, g, gw, gb = y.sum(), np.ones_like(y), [], []
+        for w, y_in, t in zip(reversed(ws), reversed(ys), reversed(ts)):
+            gz = g * (1 - t * t)
+            gw.append(gz * y_in)
+            gb.append(gz)
+            g = gz * w
+        return loss, gw, gb
+
+    tw, tb, tx = [mg.tensor(w, requires_grad=True) for w in ws], [mg.tensor(b, requires_grad=True) for b in bs], mg.tensor(x)
+
+    def tape_step():
+        for p in tw + tb:
+            p.grad = None
+        loss = chain_loss(tx, tw, tb, mg.tanh)
+        loss.backward()
+        return loss
+    outs, ins = tanh_chain_graph(n, layers)
+    variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants(outs, ins, [x] + ws + bs)}
+    ref = numpy_step()
+    for k in ('compiled', 'compiled_numpy'):
+        if k in variants:
+            got = variants[k]()
+            np.testing.assert_allclose(got[0], ref[0], rtol=1e-4)
+            np.testing.assert_allclose(got[1], ref[1][-1], rtol=1e-4, atol=1e-5)
+    if torch is not None:
+        Tx, Tw, Tb = torch.from_numpy(x), *([torch.from_numpy(a).requires_grad_() for a in v] for v in (ws, bs))
+
+        def torch_step():
+            for p in Tw + Tb:
+                p.grad = None
+            loss = chain_loss(Tx, Tw, Tb, torch.tanh)
+            loss.backward()
+            return loss
+        variants['torch'] = torch_step
+    if jax is not None:
+        variants['jax'] = jax_variant(jax.value_and_grad(lambda ws, bs, x: chain_loss(x, ws, bs, jnp.tanh),
+                                                         argnums=(0, 1)), ws, bs, x)
+    return variants
+
+
+def tanh_chain_graph(n, layers=10):
+    """The tanh chain's loss and gradients as a graph: (outputs, inputs [x, w0.., b0..])."""
+    g = mg.Graph()
+    with g.as_default():
+        px = mg.placeholder(mg.float32, (n, n), name='x')
+        pw = [mg.placeholder(mg.float32, (n, n), name=f'w{i}') for i in range(layers)]
+        pb = [mg.placeholder(mg.float32, (n, n), name=f'b{i}') for i in range(layers)]
+        loss = chain_loss(px, pw, pb, mg.tanh)
+        return [loss] + mg.gradients(loss, pw + pb), [px] + pw + pb
+
+
+def tanh_chain_kernels(n, layers=10) -> dict:
+    """The compiled tanh chain's structure: nodes before/after, fused groups, loop kernels, approximations."""
+    prog = mg.compile(*tanh_chain_graph(n, layers), backend='numba' if NUMBA else 'numpy')
+    return {k: prog.stats.get(k) for k in ('nodes_before', 'nodes_after', 'fused', 'kernels', 'approximations')}
+
+
+def tanh_chain_cold(n=64) -> float:
+    """Seconds to compile the tanh chain in a fresh process with an empty kernel cache (numba itself
+    imported and warmed first): what a first launch pays for its kernels."""
+    code = ('import importlib.util, time, numba\n'
+            'numba.njit(lambda v: v + 1)(1.0)\n'
+            f'spec = importlib.util.spec_from_file_location("bench_script", {os.path.abspath(__file__)!r})\n'
+            'b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n'
+            f't0 = time.perf_counter(); b.tanh_chain_kernels({n}); print(time.perf_counter() - t0)')
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, '-c', code], env=dict(os.environ, MINIGRAD_CACHE_DIR=d),
+                           capture_output=True, text=True, check=True)
+    return float(r.stdout.split()[-1])
+
+
 # ------------------------------------------------------------------ compile cost
 def deep_chain_case(n):
     """A chain of n scalar ops (mul, tanh alternating) and its gradient: the tape's forward +
@@ -275,7 +360,8 @@ def main(argv=None):
     def target(name, value, limit, ok):
         targets.append({'target': name, 'measured': round(value, 3), 'goal': limit, 'pass': bool(ok)})
 
-    parts = (_bench_chain, _bench_mlp) + (() if opts.tape else (_bench_fused, _bench_compile_cost, _bench_per_example))
+    rest = (_bench_tanh_chain, _bench_fused, _bench_compile_cost, _bench_per_example)
+    parts = (_bench_chain, _bench_mlp) + (() if opts.tape else rest)
     for part in parts:  # one rng, in order
         part(opts.quick, rng, repeats, min_time, rows, target)
     _report(rows, targets, opts)
@@ -302,6 +388,18 @@ def _bench_chain(quick, rng, repeats, min_time, rows, target):
     pt, pc = peak_bytes(v['tape']), peak_bytes(v[best])
     rows.append({'case': f'chain {n}x{n} peak memory (MiB)', 'tape': pt / 2 ** 20, best: pc / 2 ** 20})
     target(f'chain {n}: compiled peak below tape', 1 - pc / pt, '>= 0.35', 1 - pc / pt >= 0.35)
+
+
+def _bench_tanh_chain(quick, rng, repeats, min_time, rows, target):
+    """The tanh chain (issue 37): compiled <= 0.5x numpy at 64^2, 256^2 and 1024^2; its cold compile."""
+    for n in ([64] if quick else [64, 256, 1024]):
+        t = timeit(tanh_chain_case(n, rng), repeats, min_time)
+        c = t.get('compiled', t['compiled_numpy'])
+        k = tanh_chain_kernels(n)
+        rows.append({'case': f'tanh chain fwd+bwd {n}x{n} ({k["kernels"]} kernels)', **{a: v * 1e6 for a, v in t.items()}})
+        target(f'tanh chain {n}: compiled / numpy', c / t['numpy'], '<= 0.5', c / t['numpy'] <= 0.5)
+    if NUMBA and not quick:
+        rows.append({'case': 'tanh chain 64x64: compile in a fresh process, empty kernel cache', 'cold_cache': tanh_chain_cold() * 1e6})
 
 
 def _bench_mlp(quick, rng, repeats, min_time, rows, target):

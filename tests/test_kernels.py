@@ -187,13 +187,13 @@ def test_what_stays_out_of_kernels_is_recorded():
     with g.as_default():
         x = mg.placeholder(mg.float32, (4,), name='x')
         i = mg.placeholder(mg.int64, (4,), name='i')
-        y = mg.tanh(x * 2.0 + 1.0) * 3.0
+        y = mg.sin(x * 2.0 + 1.0) * 3.0         # sin has no loop-kernel rule (tanh, exp, log have: issue 37)
         j = i * 2 + 1
     prog = mg.compile([y, j], [x, i], backend='numba')
     notes = prog.stats['declined']['fuse']
-    assert any(n.startswith('tanh: no loop-kernel rule') for n in notes)
+    assert any(n.startswith('sin: no loop-kernel rule') for n in notes)
     assert any('int64 results' in n for n in notes)
-    assert prog.stats['kernels'] == 1                    # x * 2 + 1 (an fma); * 3 follows tanh alone
+    assert prog.stats['kernels'] == 1                    # x * 2 + 1 (an fma); * 3 follows sin alone
 
 
 def test_session_and_jit_take_a_backend():

@@ -75,8 +75,16 @@ def _convert(expr: str, dt) -> str:
 
 
 class _Ctx:
-    """What kernel rules use: ``ctx.typed(v)``, a literal in the current op's dtype."""
+    """What kernel rules use: ``ctx.typed(v)``, a literal in the current op's dtype; ``ctx.lines``,
+    statements to run before the op's expression (an approximation, named in ``ctx.approx``)."""
     dtype = None
+
+    def __init__(self, approx=None):
+        self.approx, self.lines, self._n = set() if approx is None else approx, [], 0
+
+    def fresh(self) -> str:
+        self._n += 1
+        return f'p{self._n}'
 
     def typed(self, v) -> str:
         return _convert(repr(v), self.dtype)
@@ -118,16 +126,17 @@ def _note(local, name, op=None) -> str:
     return '  # ' + ' '.join(said + ([op] if op else [])) if said or op else ''
 
 
-def kernel_source(graph, layouts, readable=False) -> str:
+def kernel_source(graph, layouts, readable=False, approx=None) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
-    whose results have one shape; ``layouts`` gives each input's numba layout ('C' or 'A')."""
+    whose results have one shape; ``layouts`` gives each input's numba layout ('C' or 'A');
+    the names of the approximations it calls are added to the set ``approx``."""
     if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
         raise MinigradError('kernel_source: every shape must be known (fuse groups only such ops)')
     full = tuple(graph.outputs[0].shape)
     flat = all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
                for s, lay in zip(graph.inputs, layouts))
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
-    names, ctx, local = {}, _Ctx(), _namer(readable)
+    names, ctx, local = {}, _Ctx(approx), _namer(readable)
     ins = [f'a{k}' for k in range(len(graph.inputs))]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
     hoisted, loads, body = [], [], []
@@ -142,8 +151,9 @@ def kernel_source(graph, layouts, readable=False) -> str:
         ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
-        body.append(f'{t} = {_convert(node.prim.kernel(args, node.params, ctx), o.dtype)}'
-                    + _note(t, o.name, node.prim.name))
+        expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
+        body += ctx.lines + [f'{t} = {expr}' + _note(t, o.name, node.prim.name)]
+        ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs)]
     sig = ', '.join(f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
@@ -187,14 +197,17 @@ def Out(dtype, ndim):
 void = types.void
 
 '''
+_APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, select\n\n'    # the approximations' intrinsics
 
 
 class Kernel:
     """One compiled loop kernel: ``source`` (the loop), ``fn`` (numba), ``seconds`` it took to
-    compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded)."""
+    compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded),
+    ``approximations``: the approx.py functions it calls (tanh, exp, log)."""
 
-    def __init__(self, source, fn, seconds, origin, path):
+    def __init__(self, source, fn, seconds, origin, path, approximations=()):
         self._source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
+        self.approximations = tuple(approximations)
 
     @property
     def source(self) -> str:
@@ -210,7 +223,9 @@ def build_kernel(graph, layouts) -> Kernel:
     """Generate, write, import and compile the loop kernel for `graph` (see kernel_source)."""
     if numba is None:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
-    code = _HEADER + re.sub(r'  # .*', '', kernel_source(graph, layouts))   # neutral names: one file per loop
+    used = set()
+    loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used))   # neutral names: one file per loop
+    code = _HEADER + (_APPROX_IMPORT if used else '') + loop
 
     def src():
         return kernel_source(graph, layouts, readable=True)
@@ -218,7 +233,7 @@ def build_kernel(graph, layouts) -> Kernel:
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()
     if key in _LOADED:
-        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path)
+        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used))
     _write_once(path, code)
     spec = importlib.util.spec_from_file_location(f'minigrad_kernel_{key}', path)
     module = importlib.util.module_from_spec(spec)
@@ -226,7 +241,7 @@ def build_kernel(graph, layouts) -> Kernel:
     spec.loader.exec_module(module)          # compiles now (explicit signature), or loads numba's cache
     fn = _LOADED[key] = module.kernel
     origin = 'disk cache' if sum(fn.stats.cache_hits.values()) else 'compiled'
-    return Kernel(src, fn, time.perf_counter() - t0, origin, path)
+    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used))
 
 
 def _write_once(path, text):

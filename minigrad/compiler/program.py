@@ -12,6 +12,7 @@ import numpy as np
 from ..core import fmt_shape, hooks, refuse_pickle
 from ..errors import FeedError, MinigradError, ShapeError
 from ..graph import shapes_compatible, feed_array
+from .approx import APPROX
 from .codegen import generate
 from .lower import flatten
 from .memory import plan_memory
@@ -51,7 +52,8 @@ class Program:
         self._driver, self._source = driver, None
         self.stats.update(steps=len(steps), backend=backend, kernels=len(self.kernels),
                           kernel_seconds=[round(k.seconds, 4) for k in self.kernels],
-                          kernel_origin=[k.origin for k in self.kernels])
+                          kernel_origin=[k.origin for k in self.kernels],
+                          approximations={a: APPROX[a][0] for k in self.kernels for a in k.approximations})
         ns = {}
         exec(compile(driver, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]

@@ -9,7 +9,8 @@ op table in ops.py keeps what the tape needs: impl, shape rule, VJP).
 * ``compose(inner, outer, ndim)`` (simplify): ``op(op(x, inner), outer)`` as one op's params, or None
   when the two cancel;
 * ``lower(b, *ins, **params)`` (specialize): the op with static shapes in simpler ops, or None;
-* ``kernel(args, params, ctx) -> str``: the op as a scalar expression inside a numba loop kernel;
+* ``kernel(args, params, ctx) -> str``: the op as a scalar expression inside a numba loop kernel
+  (tanh, exp and log call approx.py's vectorisable approximations; sin and cos have no rule yet);
 * ``match`` / ``decompose``: a compiler op's pattern and the sub-graph it stands for (compiler/ops.py).
 
 A learner's own primitive can carry the same fields (``register_primitive(..., emit=..., kernel=...)``).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops as P
+from . import approx
 from .rewrite import known
 
 
@@ -152,3 +154,11 @@ P.less.kernel, P.equal.kernel = _infix('<'), _infix('==')
 P.maximum.kernel = lambda a, params, ctx: f'{a[0]} if {a[0]} > {a[1]} or {a[0]} != {a[0]} else {a[1]}'  # nan wins
 P.where.kernel = lambda a, params, ctx: f'{a[1]} if {a[0]} else {a[2]}'
 P.cast.kernel = P.stop_gradient.kernel = lambda a, params, ctx: a[0]   # the kernel converts values to each op's dtype
+
+
+def _approx(name):
+    """tanh/exp/log by approx.py's vectorisable forms (libm calls would keep the loop scalar)."""
+    return lambda a, params, ctx: approx.call(name, ctx.dtype, a[0], ctx)
+
+
+P.tanh.kernel, P.exp.kernel, P.log.kernel = _approx('tanh'), _approx('exp'), _approx('log')
