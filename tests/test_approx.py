@@ -180,5 +180,5 @@ def test_pasted_code_is_built_once_and_filled_per_kernel():
     b, out_b = approx.pasted('tanh_f64', 'y[i] * 2.0', 'k7')
     assert approx._template.cache_info().misses == before        # the template is reused
     assert (out_a, out_b) == ('t1_out', 'k7_out') and a[0] == 't1_x0 = x0' and b[0] == 'k7_x0 = y[i] * 2.0'
-    assert [line.replace('t1', 'k7') for line in a[1:]] == b[1:]
+    assert [line.replace('t1_', 'k7_') for line in a[1:]] == b[1:]
     assert not any('\x00' in line for line in a + b)            # every stand-in filled in
