@@ -3,6 +3,7 @@ asks for one (`backend=...`), since numba spends ~0.1-0.5 s compiling each new l
 numba backend is tested where it is named: tests/test_kernels.py and the differential net
 (tests/test_differential.py) run on both backends. Tests that run notebooks or the course's
 tools keep the real default (numba), as a learner gets it."""
+import importlib.util
 import os
 
 import pytest
@@ -27,7 +28,9 @@ if os.environ.get('HYPOTHESIS_PROFILE', 'fixed') == 'fixed':
     # hypothesis >= 6.131 also draws literals found in local modules, generated kernel files in the cache
     # included: the fixed set would then depend on what earlier tests imported (issue 37's approximations
     # added hundreds of literals). The fixed set draws without them; 'explore' keeps them.
-    from hypothesis.internal.conjecture import providers as _providers
-    if hasattr(_providers, '_get_local_constants'):
-        _providers._get_local_constants = lambda: _providers._local_constants
+    # (hypothesis < 6.131, e.g. the lowest allowed 6.80, has no such module and draws no such literals)
+    if importlib.util.find_spec('hypothesis.internal.conjecture.providers') is not None:
+        from hypothesis.internal.conjecture import providers as _providers
+        if hasattr(_providers, '_get_local_constants'):
+            _providers._get_local_constants = lambda: _providers._local_constants
 
