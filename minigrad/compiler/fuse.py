@@ -90,23 +90,26 @@ def _group(graph: Graph) -> Graph:
     first: list[int] = []                # group number -> position of its first node
     notes: dict[str, str] = {}
     size: list[int] = []                 # group number -> members so far
+    cont: dict[int, int] = {}            # a full group -> the group its overflow opened (a long chain's next piece)
     for k, node in enumerate(graph.nodes):
-        mine = None
+        mine, full = None, []
         if _fusable(node, notes):
             if node.prim.elementwise:    # a matmul heads a group (its epilogue follows it)
                 for i in node.inputs:
-                    g = gid.get(id(i.node))
+                    g = _open_piece(cont, gid.get(id(i.node)))
                     if g is not None and i.shape == node.outputs[0].shape and all(
                             gid.get(id(j.node)) == g or avail[id(j)] < first[g] for j in node.inputs):
                         if size[g] < MAX_GROUP:
                             mine = g
                             break
+                        full.append(g)
                         notes.setdefault(f'a group reached MAX_GROUP = {MAX_GROUP} ops (bounds the compile time of '
                                          f'its loop kernel); the next op starts a new group', '')
             if mine is None:
                 mine = len(first)
                 first.append(k)
                 size.append(0)
+                cont.update((g, mine) for g in full)
             size[mine] += 1
             gid[id(node)] = mine
         const = all(avail[id(i)] == -1 for i in node.inputs)     # made from constants alone: hoistable
@@ -122,6 +125,16 @@ def _group(graph: Graph) -> Graph:
     new = _emit_groups(graph, {id(n): g for g, m in groups.items() for n in m}, groups)
     new.notes = list(notes)
     return new
+
+
+def _open_piece(cont: dict, g):
+    """The last piece of the chain of groups that `g` overflowed into (g itself when it did not)."""
+    path = []
+    while g in cont:
+        path.append(g)
+        g = cont[g]
+    cont.update((p, g) for p in path[:-1])      # shorten the chain for the next lookup
+    return g
 
 
 def _emit_groups(graph, node_group, groups):

@@ -13,6 +13,8 @@ that for you), so an unchanged pass costs one walk and no copy.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import ops as P
@@ -194,10 +196,12 @@ def uniform(sym, c, limit=None) -> bool:
     while sym.node.prim in _SAME_VALUES:
         sym = sym.node.inputs[0]
     v = const_value(sym)
-    if v is None or v.size == 0 or (limit is not None and v.size > limit) or v.dtype.kind not in 'biuf' \
-            or not np.all(v == c):
+    if v is None or v.size == 0 or (limit is not None and v.size > limit) or v.dtype.kind not in 'biuf':
         return False
-    return bool(np.all(np.signbit(v.astype(np.float64)) == np.signbit(float(c))))
+    if v.size == 1:         # a scalar constant (most of them): Python's comparisons, not numpy's reductions
+        x = v.item()
+        return x == c and math.copysign(1.0, x) == math.copysign(1.0, c)
+    return bool(np.all(v == c)) and bool(np.all(np.signbit(v.astype(np.float64)) == np.signbit(float(c))))
 
 
 class Builder:
