@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 from ..errors import MinigradError
 from ..tensor import Tape, Tensor
-from .draw import BWD, HL, Drawing, from_tape, from_tensor, preview, render_svg, svg_html, to_digraph
+from .draw import BWD, HL, Drawing, from_tape, from_tensor, preview, render_svg, to_digraph
 
 try:
     import ipywidgets as W
@@ -257,7 +257,7 @@ class Player(_Base):
     def _repr_mimebundle_(self, **kwargs):
         # a static copy of the current frame for viewers without a live kernel (GitHub, nbviewer, HTML export)
         data = dict((super()._repr_mimebundle_(**kwargs) if W is not None else None) or {'text/plain': repr(self)})
-        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{svg_html(self.svg)}</div>'
+        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{self.svg}</div>'
         return data
 
     def _table(self, f) -> str:
