@@ -333,8 +333,7 @@ def mimebundle(obj) -> dict:
     """What Graph, Symbol, Tape, Program and traced functions show in Jupyter: SVG (also as HTML) plus text."""
     text = repr(obj)
     try:
-        svg = render_svg(draw(obj))
-        return {'image/svg+xml': svg, 'text/html': svg, 'text/plain': text}
+        return {**draw(obj)._repr_mimebundle_(), 'text/plain': text}
     except Exception as e:          # never break display: fall back to text and say why
         return {'text/plain': f'{text}\n(drawing unavailable: {e})'}
 
@@ -345,7 +344,7 @@ hooks.display = mimebundle      # Tensor, Graph, Symbol, Program... show themsel
 # ------------------------------------------------------------------ builders
 def _tensor_vertex(d, key, t, name):
     role = 'param' if isinstance(t, Parameter) else 'leaf' if t.requires_grad else 'constant'
-    return d.data(key, name, t.shape, t.dtype, t.data, t.grad, role)
+    d.data(key, name, t.shape, t.dtype, t.data, t.grad, role)
 
 
 class Step:
@@ -415,7 +414,7 @@ def from_tape(tape, root=None):
     """Drawing + steps of a Tape's entries (each op, in the order it ran)."""
     d = Drawing()
     produced = {id(e.output) for e in tape.entries}
-    last = root if root is not None else (tape.entries[-1].output if tape.entries else None)
+    last = root if root is not None else tape.entries[-1].output if tape.entries else None
     names = Names(t.name for e in tape.entries for t in (e.output, *e.inputs) if isinstance(t, Tensor) and t.name)
     steps = []
     for e in tape.entries:

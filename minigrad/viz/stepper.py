@@ -76,9 +76,8 @@ class Stepper(Player):
         for k, v in self._drawing.vertices.items():
             if v['kind'] == 'data' and (k in f.values or k in grads):
                 style = ' style="background:#ffe8c8"' if k in f.highlight else ''
-                g = '' if grads.get(k) is None else esc(preview(grads[k]))
                 rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
-                            f'<td style="color:#c03030">{g}</td></tr>')
+                            f'<td style="color:#c03030">{esc(preview(grads.get(k)))}</td></tr>')
         return ('<table class="mg-table" style="font-size:12px;font-family:monospace"><tr><th>name</th>'
                 '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
 
