@@ -44,7 +44,7 @@ class Stepper(Player):
                   and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
         frames = _frames(d, steps, values, root_key)
         self._drawing = d
-        self._setup(frames, Layout(d, frames, max((f.edges for f in frames), key=len), max_nodes), table=True)
+        self._setup(frames, Layout(d, frames, frames[-1].edges, max_nodes), table=True)   # the last has every flow edge
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
