@@ -132,10 +132,10 @@ def _data_label(v, value, grad, buf):
 
 
 # ------------------------------------------------------------------ Drawing -> graphviz
-def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150,
-               extra_edges=(), title=None, rankdir='TB', tooltips=False):
+def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150, title=None,
+               rankdir='TB', tooltips=False):
     """Style a Drawing. ``values``/``grads``/``buffers`` map vertex keys to overrides (steppers use them);
-    ``highlight`` is a set of vertex keys and (src, dst) edge pairs; ``extra_edges`` are more edges;
+    ``highlight`` is a set of vertex keys and (src, dst) edge pairs;
     ``tooltips``: an op shows where it was defined on hover (graphviz then wraps each node in a link,
     so steppers, which restyle the SVG, leave it off)."""
     try:
@@ -173,7 +173,7 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
         note = f'... {len(hidden)} more nodes not shown (earlier in the graph; pass max_nodes= to see more)'
         dot.node('mg_more', label=f'<{esc(note)}>', shape='note', style='filled', fillcolor='#f5f5f5', id='mg-more')
     noted = set()
-    for n, (a, b, style, label) in enumerate(list(d.edges) + list(extra_edges)):
+    for n, (a, b, style, label) in enumerate(d.edges):
         if b in hidden:
             continue
         if a in hidden:
