@@ -74,9 +74,8 @@ class Drawing:
                                   role=role, cluster=cluster)
         return key
 
-    def op(self, key, op, backward=False, cluster=None, detail='', ghost=False, where=''):
-        self.vertices[key] = dict(kind='op', op=op, backward=backward, cluster=cluster, detail=detail, ghost=ghost,
-                                  where=where)
+    def op(self, key, op, backward=False, cluster=None, detail='', where=''):
+        self.vertices[key] = dict(kind='op', op=op, backward=backward, cluster=cluster, detail=detail, where=where)
         return key
 
     def edge(self, a, b, style='fwd', label=None):
@@ -96,7 +95,7 @@ def preview(v, width=28) -> str:
     """A short one-line preview of an array's values."""
     if v is None:
         return ''
-    if hasattr(v, 'data') and isinstance(getattr(v, 'data'), np.ndarray):
+    if isinstance(getattr(v, 'data', None), np.ndarray):
         v = v.data
     a = np.asarray(v)
     if a.dtype == object:
@@ -133,10 +132,10 @@ def _data_label(v, value, grad, buf):
 
 
 # ------------------------------------------------------------------ Drawing -> graphviz
-def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150,
-               extra_edges=(), title=None, rankdir='TB', tooltips=False):
+def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150, title=None,
+               rankdir='TB', tooltips=False):
     """Style a Drawing. ``values``/``grads``/``buffers`` map vertex keys to overrides (steppers use them);
-    ``highlight`` is a set of vertex keys and (src, dst) edge pairs; ``extra_edges`` are more edges;
+    ``highlight`` is a set of vertex keys and (src, dst) edge pairs;
     ``tooltips``: an op shows where it was defined on hover (graphviz then wraps each node in a link,
     so steppers, which restyle the SVG, leave it off)."""
     try:
@@ -169,13 +168,12 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
             clusters[c] = _cluster(graphviz, c, d.clusters.get(c, {}), c in hl)
         (dot if c is None else clusters[c]).node(k, **attrs)
     for c, sub in clusters.items():
-        parent = d.clusters.get(c, {}).get('parent')
-        (clusters.get(parent, dot) if parent in clusters else dot).subgraph(sub)
+        clusters.get(d.clusters.get(c, {}).get('parent'), dot).subgraph(sub)
     if hidden:
         note = f'... {len(hidden)} more nodes not shown (earlier in the graph; pass max_nodes= to see more)'
         dot.node('mg_more', label=f'<{esc(note)}>', shape='note', style='filled', fillcolor='#f5f5f5', id='mg-more')
     noted = set()
-    for n, (a, b, style, label) in enumerate(list(d.edges) + list(extra_edges)):
+    for n, (a, b, style, label) in enumerate(d.edges):
         if b in hidden:
             continue
         if a in hidden:
@@ -213,8 +211,6 @@ def _op_attrs(v, tooltips):
                  + (f'<br/><font point-size="9">{esc(v["detail"])}</font>' if v['detail'] else '') + '>')
     attrs.update(dict(fillcolor='#ffd9d9', color=BWD, fontcolor='#800000') if v['backward']
                  else dict(fillcolor='#e6e6ff', color='#5555aa'))
-    if v.get('ghost'):
-        attrs.update(style='dashed', color='#999999', fontcolor='#999999', fillcolor='white')
     if tooltips and v.get('where'):     # shown on hover
         attrs['tooltip'] = f'{v["op"]}, {v["where"]}'
     return attrs
@@ -253,15 +249,7 @@ def render_svg(dot) -> str:
     """SVG text for a graphviz.Digraph (or dot source): the `dot` program if on PATH, else pygraphviz, else (in
     Pyodide) viz.js."""
     src = dot if isinstance(dot, str) else dot.source
-    how = renderer()
-    if how == 'dot':
-        import graphviz
-        svg = graphviz.Source(src).pipe(format='svg', encoding='utf-8')
-    elif how == 'pygraphviz':
-        svg = _pygraphviz_svg(src)
-    else:
-        svg = vizjs.render(src)
-    return finish_svg(svg)
+    return finish_svg(RENDERERS[renderer()](src))
 
 
 def finish_svg(svg: str) -> str:
@@ -269,24 +257,13 @@ def finish_svg(svg: str) -> str:
     svg = svg[svg.find('<svg'):]            # drop the XML prolog/doctype: embeddable in HTML
     # graphviz writes '-' in ids as '&#45;'; keep ids/classes plain so CSS and tests can find them
     svg = re.sub(r'\b(id|class)="([^"]*)"', lambda m: m.group(0).replace('&#45;', '-'), svg)
-    return fit_width(svg)
+    # inline SVG (also the text/html copy) shrinks to its cell: width auto, the viewBox keeps the aspect ratio
+    return svg.replace('<svg ', '<svg style="max-width:100%;height:auto" ', 1)
 
 
-FIT_STYLE = 'max-width:100%;height:auto'
-
-
-def svg_html(svg: str) -> str:
-    """HTML for a drawing: the SVG inline, so its `max-width:100%` style lets it shrink to the cell (front-ends
-    show an image/svg+xml output as an image at its natural width, however wide)."""
-    return svg
-
-
-def fit_width(svg: str) -> str:
-    """Let an SVG shrink to its cell (width:auto keeps the natural size when it fits; the viewBox keeps the
-    aspect ratio), so a big graph is never cut off or scrolled sideways."""
-    if FIT_STYLE in svg[:400]:
-        return svg
-    return svg.replace('<svg ', f'<svg style="{FIT_STYLE}" ', 1)
+def _dot_svg(src: str) -> str:
+    import graphviz
+    return graphviz.Source(src).pipe(format='svg', encoding='utf-8')
 
 
 _STDERR_LOCK = threading.Lock()           # fd 2 is process-wide: one redirect at a time
@@ -314,6 +291,9 @@ def _pygraphviz_svg(src: str) -> str:
             os.close(saved)
 
 
+RENDERERS = {'dot': _dot_svg, 'pygraphviz': _pygraphviz_svg, 'vizjs': vizjs.render}   # renderer() -> its function
+
+
 @functools.cache
 def digraph_class():
     """The graphviz.Digraph subclass mg.draw returns (made on first use: graphviz is imported lazily)."""
@@ -333,7 +313,7 @@ def digraph_class():
             if not kinds:
                 return {}
             svg = render_svg(self) if set(kinds) - {'text/plain'} else None
-            found = {'image/svg+xml': svg, 'text/html': svg_html(svg) if svg else None, 'text/plain': repr(self)}
+            found = {'image/svg+xml': svg, 'text/html': svg, 'text/plain': repr(self)}
             # Live, the HTML copy is shown: inline SVG keeps hover titles and fits the cell. Untrusted (a fresh
             # clone, Binder, JupyterLite) it would be sanitized to text, so stored notebooks keep PNG + SVG instead
             # (scripts/static_outputs.py): no PNG here, as rendering one needs a rasterizer the learner lacks.
@@ -353,8 +333,7 @@ def mimebundle(obj) -> dict:
     """What Graph, Symbol, Tape, Program and traced functions show in Jupyter: SVG (also as HTML) plus text."""
     text = repr(obj)
     try:
-        svg = render_svg(draw(obj))
-        return {'image/svg+xml': svg, 'text/html': svg_html(svg), 'text/plain': text}
+        return {**draw(obj)._repr_mimebundle_(), 'text/plain': text}
     except Exception as e:          # never break display: fall back to text and say why
         return {'text/plain': f'{text}\n(drawing unavailable: {e})'}
 
@@ -363,10 +342,9 @@ hooks.display = mimebundle      # Tensor, Graph, Symbol, Program... show themsel
 
 
 # ------------------------------------------------------------------ builders
-def _tensor_role(t):
-    if isinstance(t, Parameter):
-        return 'param'
-    return 'leaf' if t.requires_grad else 'constant'
+def _tensor_vertex(d, key, t, name):
+    role = 'param' if isinstance(t, Parameter) else 'leaf' if t.requires_grad else 'constant'
+    d.data(key, name, t.shape, t.dtype, t.data, t.grad, role)
 
 
 class Step:
@@ -387,8 +365,7 @@ def from_tensor(root, need_values=False):
     """Drawing + steps of the graph that produced `root` (walks grad_fn TapeNodes)."""
     d = Drawing()
     if root.grad_fn is None:
-        d.data(d.key(root, 't'), root.name or 'tensor', root.shape, root.dtype, root.data, root.grad,
-               _tensor_role(root))
+        _tensor_vertex(d, d.key(root, 't'), root, root.name or 'tensor')
         return d, []
     order = _tape_order(root.grad_fn)[0][::-1]         # producers first
     vals = {id(root.grad_fn): root.data}
@@ -402,10 +379,10 @@ def from_tensor(root, need_values=False):
                             'backward(retain_graph=True) (or build the Stepper before backward), or record the ops '
                             'with `with mg.Tape() as tape:` and step through the tape instead.')
     steps = []
-    kept = [n.retained() if n.retained is not None else None for n in order]
-    names = Names([t.name for t in kept + [root] if t is not None and t.name] +
+    retained = [n.retained() if n.retained is not None else None for n in order]     # the op's output Tensor
+    names = Names([t.name for t in retained + [root] if t is not None and t.name] +
                   [p.name for n in order for p in n.parents if p is not None and type(p) is not TapeNode and p.name])
-    for i, node in enumerate(order):
+    for node, kept in zip(order, retained):
         ok = d.key(node, 'o')
         ins, needs, in_vals = [], [], []
         for j, p in enumerate(node.parents):
@@ -417,13 +394,12 @@ def from_tensor(root, need_values=False):
             else:
                 k = d.key(p, 't')
                 if k not in d.vertices:
-                    d.data(k, names(p.name, 'tensor'), p.shape, p.dtype, p.data, p.grad, _tensor_role(p))
+                    _tensor_vertex(d, k, p, names(p.name, 'tensor'))
             ins.append(k), needs.append(p is not None), in_vals.append(v)
             if k is not None:
                 d.edge(k, ok)
         d.op(ok, node.prim.name)
         out = root if node is root.grad_fn else None
-        kept = node.retained() if node.retained is not None else None
         ov = vals.get(id(node))
         t = out if out is not None else kept
         d.data(ok + 'v', names(t.name if t is not None else None, node.prim.name),
@@ -438,18 +414,17 @@ def from_tape(tape, root=None):
     """Drawing + steps of a Tape's entries (each op, in the order it ran)."""
     d = Drawing()
     produced = {id(e.output) for e in tape.entries}
-    last = root if root is not None else (tape.entries[-1].output if tape.entries else None)
+    last = root if root is not None else tape.entries[-1].output if tape.entries else None
     names = Names(t.name for e in tape.entries for t in (e.output, *e.inputs) if isinstance(t, Tensor) and t.name)
     steps = []
-    for i, e in enumerate(tape.entries):
+    for e in tape.entries:
         ok = d.key(e, 'o')
         ins, needs, in_vals = [], [], []
         for j, x in enumerate(e.inputs):
             if isinstance(x, Tensor):
                 k = d.key(x, 't')
                 if k not in d.vertices and id(x) not in produced:
-                    d.data(k, names(x.name, 'tensor'), x.shape, x.dtype, x.data, x.grad,
-                           _tensor_role(x))
+                    _tensor_vertex(d, k, x, names(x.name, 'tensor'))
                 ins.append(k), needs.append(x.requires_grad and x.dtype.kind == 'f'), in_vals.append(x.data)
             else:
                 k = _const_vertex(d, ok, j, x)
@@ -475,21 +450,17 @@ def _sub_graphs(node):
     return out
 
 
-def is_fused(node) -> bool:
-    """A compiler node that stands for a sub-graph (a fused group), drawn as a cluster."""
-    return node.prim.kind == 'compiler' and bool(_sub_graphs(node))
+SOURCE_ROLES = {PLACEHOLDER: ('placeholder', None), CONSTANT: ('constant', 'value')}   # role, param with its value
 
 
-def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=None, env=None):
-    """Drawing + steps of a static Graph (only what `fetch` needs, if given).
+def from_graph(graph, fetch=None, grad_nodes=None, d=None, cluster=None, env=None):
+    """Drawing + steps of a static Graph (only what `fetch`, a list of Symbols, needs, if given).
 
     Nodes created by mg.gradients are drawn as backward ops (graph.grad_nodes holds their ids)."""
     top = d is None
     d = d or Drawing()
     env = {} if env is None else env                  # id(Symbol) -> vertex key (sub-graphs map inputs)
-    values = values or {}
     grad_nodes = graph.grad_nodes if grad_nodes is None else grad_nodes
-    fetch = [fetch] if isinstance(fetch, Symbol) else (list(fetch) if fetch is not None else None)
     nodes = needed_nodes(graph, fetch) if fetch else graph.nodes
     used = {id(i) for n in nodes for i in n.inputs}
     outs = {id(s) for s in (fetch or graph.outputs)}
@@ -501,55 +472,51 @@ def from_graph(graph, fetch=None, values=None, grad_nodes=None, d=None, cluster=
         if src and n.outputs and id(n.outputs[0]) in env:
             continue                                   # a sub-graph input drawn as the outer value
         subs = _sub_graphs(n)
-        if subs and is_fused(n) and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
-            steps.append(_fused_group(d, n, subs[0][1], ok, cluster, values, env, outs, bwd))
+        if n.prim.kind == 'compiler' and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
+            steps.append(_fused_group(d, n, subs[0][1], ok, cluster, env, outs, bwd))
             continue
         if not src:
             detail = ', '.join(f'{k}={v}' for k, v in n.params.items()
                                if k in ('axis', 'shape', 'axes') and v is not None)
             d.op(ok, n.op, backward=bwd, cluster=cluster, detail=detail, where=where_text(n))
-            for i in n.inputs:
-                k = env.get(id(i)) or d.key(i, 's')
+            ins = [env.get(id(i)) or d.key(i, 's') for i in n.inputs]
+            for k in ins:
                 d.edge(k, ok, 'bwd' if bwd else 'fwd')
             for name, sub in subs:
                 c = f'{ok}_{re.sub(r"[^A-Za-z0-9_]", "_", name)}'
                 d.clusters[c] = dict(label=f'{n.op}: {name}', parent=cluster)
                 before = len(d.vertices)
-                from_graph(sub, None, values, None, d, c, env={id(i): d._keys[id(o)] for o, i in sub.captures
+                from_graph(sub, None, None, d, c, env={id(i): d._keys[id(o)] for o, i in sub.captures
                                                                if id(o) in d._keys})
                 if len(d.vertices) > before:
                     d.edge(ok, list(d.vertices)[before], 'note')
-        for o in n.outputs:
-            k = env.get(id(o)) or d.key(o, 's')
-            if n.prim is PLACEHOLDER:
-                role, val = 'placeholder', None
-            elif n.prim is CONSTANT:
-                role, val = 'constant', n.params.get('value')
-            elif src:
-                role, val = 'param', n.params.get('initial_value')
+        keys = [env.get(id(o)) or d.key(o, 's') for o in n.outputs]
+        for o, k in zip(n.outputs, keys):
+            if src:
+                role, param = SOURCE_ROLES.get(n.prim, ('param', 'initial_value'))     # a variable: 'param'
+                val = n.params.get(param)
             else:
                 role, val = ('output' if top and (id(o) in outs or id(o) not in used and not graph.outputs)
                              else 'grad' if bwd else 'value'), None
-            d.data(k, o.name, o.shape, o.dtype, values.get(id(o), val), None, role, cluster)
+            d.data(k, o.name, o.shape, o.dtype, val, None, role, cluster)
             if not src:
                 d.edge(ok, k, 'bwd' if bwd else 'fwd')
         if not src:
-            steps.append(Step(ok, n.prim, n.params, [env.get(id(i)) or d.key(i, 's') for i in n.inputs],
-                              [i.dtype.kind == 'f' for i in n.inputs], None,
-                              [env.get(id(o)) or d.key(o, 's') for o in n.outputs], None, bwd, n))
+            needs = [i.dtype.kind == 'f' for i in n.inputs]
+            steps.append(Step(ok, n.prim, n.params, ins, needs, None, keys, None, bwd, n))
     return d, steps
 
 
-def _fused_group(d, n, sub, ok, cluster, values, env, outs, bwd):
+def _fused_group(d, n, sub, ok, cluster, env, outs, bwd):
     """A fused group drawn as its inside in a cluster; returns its Step."""
     kind = n.params.get('kind')
     d.clusters[ok] = dict(label=f'{n.op} kernel' + (f' ({kind})' if isinstance(kind, str) else ''), parent=cluster)
     inner = {id(s): env.get(id(i), d.key(i, 's')) for s, i in zip(sub.inputs, n.inputs)}
-    from_graph(sub, None, values, set(), d, ok, env=inner)
+    from_graph(sub, None, set(), d, ok, env=inner)
     for o, so in zip(n.outputs, sub.outputs):
         env[id(o)] = inner.get(id(so)) or d.key(so, 's')
         d.vertices[env[id(o)]]['role'] = 'output' if id(o) in outs else 'grad' if bwd else 'value'
-    return Step(ok, n.prim, n.params, [env.get(id(i), d.key(i, 's')) for i in n.inputs],
+    return Step(ok, n.prim, n.params, list(inner.values()),
                 [i.dtype.kind == 'f' for i in n.inputs], None, [env[id(o)] for o in n.outputs], None, bwd, n)
 
 
@@ -567,7 +534,7 @@ def as_graph(obj):
     return None
 
 
-def buffer_map(program, graph=None) -> dict:
+def buffer_map(program) -> dict:
     """id(Symbol) -> buffer in a Program's memory plan (``program.memory.assignment``, keyed by value name),
     values inside fused kernels included."""
     assign, out = program.memory.assignment, {}
@@ -577,15 +544,15 @@ def buffer_map(program, graph=None) -> dict:
             out.update((id(o), assign[o.name]) for o in n.outputs if o.name in assign)
             for _, sub in _sub_graphs(n):       # values inside fused kernels have buffers too
                 walk(sub)
-    walk(graph or program.graph)
+    walk(program.graph)
     return out
 
 
-def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=None, rankdir='TB'):
+def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='TB'):
     """Draw a Tensor's graph, a Tape, a Graph/Symbol, a traced function or a Program (a graphviz.Digraph).
 
     ``highlight``: Tensors/Symbols/Nodes (or vertex keys) to emphasise; ``max_nodes``: summarise bigger
-    graphs; ``color_by='buffer'`` colours a Program's values by memory buffer; ``values``: {Symbol: array}.
+    graphs; ``color_by='buffer'`` colours a Program's values by memory buffer.
 
     >>> import minigrad as mg
     >>> a = mg.tensor(2.0, requires_grad=True, name='a'); y = a * a
@@ -599,7 +566,6 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
     if color_by not in (None, 'buffer'):
         raise InputError(f"mg.draw: color_by must be None or 'buffer', got {color_by!r}")
     buffers = None
-    vals = {id(k): v for k, v in (values or {}).items()}
     if isinstance(obj, Tensor):
         d, _ = from_tensor(obj)
     elif isinstance(obj, Tape):
@@ -609,13 +575,13 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, values=None, title=Non
         if gf is None:
             raise InputError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
                              f'traced function or Program')
-        d, _ = from_graph(gf[0], gf[1], vals)
+        d, _ = from_graph(*gf)
         if color_by == 'buffer':
-            bm = buffer_map(obj, gf[0]) if hasattr(obj, 'memory') else {}
+            bm = buffer_map(obj) if hasattr(obj, 'memory') else {}
             buffers = {d._keys[i]: b for i, b in bm.items() if i in d._keys}
     hl = set()
     for h in highlight or ():
-        if isinstance(h, str) or isinstance(h, tuple):
+        if isinstance(h, (str, tuple)):
             hl.add(h)
         else:
             k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))

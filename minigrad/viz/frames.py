@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 from ..errors import MinigradError
 from ..tensor import Tape, Tensor
-from .draw import BWD, HL, Drawing, from_tape, from_tensor, preview, render_svg, svg_html, to_digraph
+from .draw import BWD, HL, Drawing, from_tape, from_tensor, preview, render_svg, to_digraph
 
 try:
     import ipywidgets as W
@@ -41,14 +41,14 @@ class Frame:
     ``highlight``: vertex keys, (src, dst) pairs, edge numbers and cluster keys to emphasise;
     ``values``/``grads``: what the label rows show (vertex key -> array; ``values=None`` keeps the drawing's);
     ``hidden``/``ghost``/``dim``: vertices not there (yet, or any more), just removed, not reached yet;
-    ``edges``: the extra (gradient-flow) edges shown so far; ``shown_edges``: the drawing's edge numbers shown
-    (None: all whose ends are shown); ``clusters``: cluster keys shown (None: all); ``title``: the graph label."""
+    ``shown_edges``: the drawing's edge numbers shown (None: all whose ends are shown); ``clusters``: cluster
+    keys shown (None: all); ``title``: the graph label."""
 
-    def __init__(self, kind, caption, highlight=(), values=None, grads=None, edges=(), target=None,
+    def __init__(self, kind, caption, highlight=(), values=None, grads=None, target=None,
                  contribution=None, op=None, graph=None, changes=None, hidden=(), ghost=(), dim=(),
                  shown_edges=None, ghost_edges=(), clusters=None, title=None):
         self.kind, self.caption, self.highlight = kind, caption, set(highlight)
-        self.values, self.grads, self.edges = values, grads, list(edges)
+        self.values, self.grads = values, grads
         self.target, self.contribution, self.op = target, contribution, op
         self.graph, self.changes = graph, changes or {}
         self.hidden, self.ghost, self.dim = set(hidden), set(ghost), set(dim)
@@ -100,12 +100,10 @@ class Layout:
     in any frame; `render(frame)` restyles a copy of that SVG and never runs graphviz again, so nodes never
     move and the canvas never changes size."""
 
-    def __init__(self, d: Drawing, frames, extra_edges=(), max_nodes=150):
-        self.drawing, self.n_base = d, len(d.edges)
-        self.edges = list(d.edges) + list(extra_edges)
+    def __init__(self, d: Drawing, frames, max_nodes=150):
+        self.drawing = d
         dot = to_digraph(d, values=_widest(map(self._values, frames)), grads=_widest(f.grads or {} for f in frames),
-                         max_nodes=max_nodes, extra_edges=extra_edges,
-                         title=max((f.title for f in frames if f.title), key=len, default=None))
+                         max_nodes=max_nodes, title=max((f.title for f in frames if f.title), key=len, default=None))
         self.base = render_svg(dot)
         self.vertices = set(re.findall(r'<g id="mg-([^"]+)" class="node"', self.base))
 
@@ -168,10 +166,8 @@ class Layout:
             g.set('class', 'node mg-pending')
 
     def _edge(self, g, n, f):
-        a, b = self.edges[n][:2]
-        # an extra (gradient-flow) edge is shown once its frame has added it; a drawing's edge as the frame says
-        shown = n - self.n_base < len(f.edges) if n >= self.n_base else f.shown_edges is None or n in f.shown_edges
-        if not shown or a in f.hidden or b in f.hidden:
+        a, b = self.drawing.edges[n][:2]
+        if f.shown_edges is not None and n not in f.shown_edges or a in f.hidden or b in f.hidden:
             g.set('visibility', 'hidden')
             return
         if n in f.highlight or (a, b) in f.highlight:
@@ -257,7 +253,7 @@ class Player(_Base):
     def _repr_mimebundle_(self, **kwargs):
         # a static copy of the current frame for viewers without a live kernel (GitHub, nbviewer, HTML export)
         data = dict((super()._repr_mimebundle_(**kwargs) if W is not None else None) or {'text/plain': repr(self)})
-        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{svg_html(self.svg)}</div>'
+        data['text/html'] = f'<div class="mg-stepper-static">{self._caption_html()}{self.svg}</div>'
         return data
 
     def _table(self, f) -> str:

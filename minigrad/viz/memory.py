@@ -22,8 +22,7 @@ def memory_timeline(program, ax=None):
     if mem is None:
         raise InputError(f'memory_timeline: expected a compiled Program (mg.compile(outputs, inputs)), got '
                          f'{type(program).__name__} {program!r:.40}')
-    assign, live = dict(getattr(mem, 'assignment', {}) or {}), dict(getattr(mem, 'liveness', {}) or {})
-    schedule = list(getattr(mem, 'schedule', []) or [])
+    assign, live, schedule = mem.assignment, mem.liveness, mem.schedule      # a compiler.memory.MemoryPlan
     if not assign or not live:
         raise MinigradError('memory_timeline: program.memory has no buffer assignment/liveness to plot')
     n = max(len(schedule), 1 + max((e for _, e in live.values() if e is not None), default=0))
@@ -41,9 +40,8 @@ def memory_timeline(program, ax=None):
     ax.set_xticks(range(-1, n), ['inputs'] + [str(s) if len(str(s)) < 28 else str(s)[:25] + '...'
                                              for s in (schedule or range(n))], rotation=50, ha='right', fontsize=8)
     ax.set_xlabel('schedule step')
-    ax.set_title(f'memory plan: {getattr(mem, "num_buffers", len(rows))} buffers, '
-                 f'{getattr(mem, "peak_bytes", "?")} bytes (naive: {getattr(mem, "naive_num_buffers", "?")} '
-                 f'buffers, {getattr(mem, "naive_peak_bytes", "?")} bytes)', fontsize=10)
+    ax.set_title(f'memory plan: {mem.num_buffers} buffers, {mem.peak_bytes} bytes (naive: '
+                 f'{mem.naive_num_buffers} buffers, {mem.naive_peak_bytes} bytes)', fontsize=10)
     ax.invert_yaxis()
     ax.figure.tight_layout()
     return ax.figure

@@ -76,7 +76,7 @@ class PassStepper(Player):
         if not isinstance(getattr(program, 'history', None), list):
             raise InputError(f'PassStepper: expected a compiled Program (mg.compile(outputs, inputs)), got '
                              f'{type(program).__name__} {program!r:.40}')
-        history = list(program.history)
+        history = program.history
         if not history:
             raise MinigradError('PassStepper: this program has no pass history (program.history is empty)')
         union = _Union()
@@ -102,11 +102,10 @@ class PassStepper(Player):
             V, E, C = shown[i]
             pV, pE, pC = shown[i - 1] if i else (V, E, C)
             ghost, ghost_e = pV - V, pE - E
-            f = Frame('pass', cap, (V - pV) | (C - pC), graph=g, changes=ch, op=name, hidden=everything - V - ghost,
-                      ghost=ghost, shown_edges=E | ghost_e, ghost_edges=ghost_e, clusters=C,
-                      title='the graph as built' if i == 0 else f'after {name}')
-            f.added, f.removed = added, removed
-            frames.append(f)
+            title = 'the graph as built' if i == 0 else f'after {name}'
+            frames.append(Frame('pass', cap, (V - pV) | (C - pC), graph=g, changes=ch, op=name, title=title,
+                                hidden=everything - V - ghost, ghost=ghost, clusters=C,
+                                shown_edges=E | ghost_e, ghost_edges=ghost_e))
             old = cur
         self.program = program
         self._setup(frames, Layout(union.d, frames, max_nodes=max_nodes))

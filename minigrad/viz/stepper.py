@@ -44,7 +44,7 @@ class Stepper(Player):
                   and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
         frames = _frames(d, steps, values, root_key)
         self._drawing = d
-        self._setup(frames, Layout(d, frames, max((f.edges for f in frames), key=len), max_nodes), table=True)
+        self._setup(frames, Layout(d, frames, max_nodes), table=True)
 
     @staticmethod
     def _from_graph(obj, feed_dict, fetch):
@@ -76,9 +76,8 @@ class Stepper(Player):
         for k, v in self._drawing.vertices.items():
             if v['kind'] == 'data' and (k in f.values or k in grads):
                 style = ' style="background:#ffe8c8"' if k in f.highlight else ''
-                g = '' if grads.get(k) is None else esc(preview(grads[k]))
                 rows.append(f'<tr{style}><td><b>{esc(v["name"])}</b></td><td>{esc(preview(f.values.get(k)))}</td>'
-                            f'<td style="color:#c03030">{g}</td></tr>')
+                            f'<td style="color:#c03030">{esc(preview(grads.get(k)))}</td></tr>')
         return ('<table class="mg-table" style="font-size:12px;font-family:monospace"><tr><th>name</th>'
                 '<th>value</th><th>grad</th></tr>' + ''.join(rows) + '</table>')
 
@@ -89,8 +88,9 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
     inputs = [k for k in values if d.vertices[k]['role'] != 'constant']
     names = ', '.join(vertex_name(d, k) for k in inputs) or 'none'
     pending = [{s.key, *s.outs} for s in steps]         # faded until that step has run
+    drawn = set(range(len(d.edges)))                    # the backward pass adds a flow edge per contribution
     frames = [Frame('start', f'Before the forward pass: only the inputs have values ({names}).', inputs,
-                    dict(values), dim=set().union(*pending))]
+                    dict(values), dim=set().union(*pending), shown_edges=drawn)]
     n = len(steps)
     for i, s in enumerate(steps, 1):
         values.update(zip(s.outs, s.out_vals or ()))
@@ -100,13 +100,13 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
         kind = 'backward graph ' if s.backward else ''
         frames.append(Frame('forward', f'Forward step {i} of {n}: {kind}{op} {VERBS.get(op, f"computes {op} of")} '
                             f'{ins}, giving {res}.', {s.key, *s.outs}, dict(values), op=s.key, target=s.outs[0]
-                            if s.outs else None, dim=set().union(*pending[i:])))
+                            if s.outs else None, dim=set().union(*pending[i:]), shown_edges=drawn))
     if root_key is None or not steps:
         return frames
-    grads, uses, edges = {root_key: np.ones_like(values[root_key])}, {}, []
+    grads, uses = {root_key: np.ones_like(values[root_key])}, {}
     frames.append(Frame('backward', f'Backward pass starts at {vertex_name(d, root_key)}: its gradient with respect to '
                         f'itself is 1.', {root_key}, values, dict(grads), target=root_key,
-                        contribution=grads[root_key]))
+                        contribution=grads[root_key], shown_edges=drawn))
     with no_grad():
         for s in reversed(steps):
             gs = [grads.get(k) for k in s.outs]
@@ -119,7 +119,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
             except Exception as e:
                 frames.append(Frame('backward', f'The stepper cannot run the backward rule of {s.prim.name} '
                                     f'on numbers ({type(e).__name__}: {e}); stopping here.', {s.key}, values,
-                                    dict(grads), list(edges)))
+                                    dict(grads), shown_edges=set(range(len(d.edges)))))
                 break
             for k, c, need in zip(s.ins, contrib, s.needs):
                 if c is None or k is None or not need:
@@ -127,11 +127,11 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
                 c = np.asarray(getattr(c, 'data', c))
                 uses[k] = uses.get(k, 0) + 1
                 grads[k] = c if k not in grads else grads[k] + c
-                edges.append((s.key, k, 'flow', f'grad {preview(c, 16)}'))
+                d.edge(s.key, k, 'flow', f'grad {preview(c, 16)}')
                 extra = (f' {vertex_name(d, k)} is used more than once, so contributions add up: this is contribution '
                          f'{uses[k]}, total so far {preview(grads[k])}.' if uses[k] > 1 else '')
                 frames.append(Frame('backward', f'Backward through {s.prim.name}: the gradient of '
                                     f'{vertex_name(d, s.outs[0])} ({preview(gs[0])}) flows to {vertex_name(d, k)} as '
                                     f'{preview(c)}.{extra}', {s.key, k, (s.key, k)}, values, dict(grads),
-                                    list(edges), target=k, contribution=c, op=s.key))
+                                    target=k, contribution=c, op=s.key, shown_edges=set(range(len(d.edges)))))
     return frames

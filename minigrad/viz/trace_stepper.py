@@ -31,14 +31,14 @@ class TraceStepper(Player):
 
         first = set().union(*(reveal(m) for m in inputs))
         shown = set(first)
-        desc = ', '.join(f'{o.name} ({_shape(o)})' for m in inputs for o in m.outputs)
+        desc = _listed(o for m in inputs for o in m.outputs)
         frames.append(Frame('trace', f'The tracer makes one placeholder per example input: {desc or "none"}; then it '
                             f'calls the function with them. Each op on a Symbol adds a node instead of computing.',
                             first, hidden=everything - shown))
         for count, m in enumerate((n for n in nodes if n.prim is not PLACEHOLDER), len(inputs) + 1):
             new = reveal(m) - shown
             shown |= new
-            out = ', '.join(f'{o.name} ({_shape(o)})' for o in m.outputs)
+            out = _listed(m.outputs)
             if m.prim in (CONSTANT, VARIABLE):
                 cap = f'The function uses a value from outside: the tracer adds it as a {m.op}, {out}.'
             else:
@@ -53,5 +53,5 @@ class TraceStepper(Player):
         self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
 
 
-def _shape(s):
-    return shape_text(s.shape, s.dtype)
+def _listed(symbols) -> str:
+    return ', '.join(f'{s.name} ({shape_text(s.shape, s.dtype)})' for s in symbols)
