@@ -227,3 +227,39 @@ def test_a_later_process_loads_kernels_from_the_disk_cache(tmp_path):
         assert r.returncode == 0, r.stderr
     assert runs[0].stdout.split('|')[0] == 'compiled' and runs[1].stdout.split('|')[0] == 'disk cache'
     assert len(list((tmp_path / 'kernels').glob('k_*.py'))) == 1
+
+
+def _mlp_step(batch=5, sizes=(12, 8, 6, 4), lr=0.01):
+    """scripts/bench.py's MLP training step (relu layers, log-softmax cross-entropy, SGD assigns), small."""
+    rng = np.random.default_rng(0)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (batch, sizes[0]), name='x')
+        y = mg.placeholder(mg.float32, (batch, sizes[-1]), name='y')
+        W = [mg.Variable(rng.standard_normal((a, b)).astype(np.float32), name=f'W{i}')
+             for i, (a, b) in enumerate(zip(sizes, sizes[1:]))]
+        B = [mg.Variable(np.zeros(b, np.float32), name=f'b{i}') for i, b in enumerate(sizes[1:])]
+        h = x
+        for i in range(3):
+            h = h @ W[i] + B[i]
+            h = mg.relu(h) if i < 2 else h
+        loss = -(y * mg.log_softmax(h, axis=1)).sum() / batch
+        grads = mg.gradients(loss, W + B)
+        step = mg.group(*[v.assign(v - lr * gv) for v, gv in zip(W + B, grads)])
+    feed = [rng.standard_normal((batch, sizes[0])).astype(np.float32), np.eye(sizes[-1], dtype=np.float32)[[0, 1, 2, 3, 0]]]
+    return [loss, step], [x, y], feed
+
+
+def test_mlp_step_has_no_view_steps_around_its_kernels():
+    """Issue 37 (matmul epilogues): a kernel reads a broadcast_to's input itself, and a bias gradient is
+    one sum without a reshape after it, so the MLP step's driver makes no broadcast or reshape view."""
+    outs, ins, feed = _mlp_step()
+    prog = mg.compile(outs, ins, backend='numba')
+    ops = [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
+    assert 'broadcast_to' not in ops and 'reshape' not in ops, prog.source
+    assert ops.count('sum') == 6 and ops.count('matmul') == 8, ops
+    ref = mg.compile(outs, ins, backend='numpy')
+    for _ in range(2):       # two steps: the Variables' updates agree too
+        np.testing.assert_allclose(prog(*feed)[0], ref(*feed)[0], rtol=1e-5)
+    for a, b in zip(prog.state, ref.state):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

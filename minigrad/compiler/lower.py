@@ -21,12 +21,14 @@ from .rewrite import extract, stand_in
 
 class Value:
     """One array in the schedule. kind: input | const | state | temp | view | alias."""
-    __slots__ = ('name', 'shape', 'dtype', 'kind', 'ref', 'bases', 'buf', 'dbuf', 'first', 'last', 'const', 'contig')
+    __slots__ = ('name', 'shape', 'dtype', 'kind', 'ref', 'bases', 'buf', 'dbuf', 'first', 'last', 'const', 'contig',
+                 'via')
 
     def __init__(self, name, shape, dtype, kind, bases=()):
         self.name, self.shape, self.dtype, self.kind, self.bases = name, shape, np.dtype(dtype), kind, list(bases)
         self.ref, self.buf, self.dbuf, self.first, self.last, self.const = None, None, None, -1, -1, None
         self.contig = False         # an input a kernel reads: made C-contiguous when it is fed
+        self.via = None             # a view: the record of the op that made it
 
     @property
     def known(self):
@@ -93,6 +95,8 @@ class _Flattener:
                 ins = [self.vals[id(i)] for i in node.inputs]
                 kind = value_kind(node.prim, node.params)
                 res = [self.new(x, kind, ins if kind in ('view', 'alias') else ()) for x in outs]
+                for r in res:
+                    r.via = node.prim if kind == 'view' else None
                 self.vals.update(zip(map(id, outs), res))
                 self.steps.append(Step(node.prim, ins, res, node.params, where_text(node)))
 
@@ -124,6 +128,9 @@ class _Flattener:
         if v.kind == 'view' and v.bases[0].known and v.bases[0].nbytes == v.dtype.itemsize \
                 and len(v.bases[0].shape) <= ndim and v.bases[0].dtype == v.dtype:
             return self.kernel_input(v.bases[0], ndim)
+        if v.kind == 'view' and v.via.kernel is not None and v.bases[0].known and v.bases[0].dtype == v.dtype \
+                and len(v.bases[0].shape) <= ndim:   # broadcast_to: the loop reads the base, broadcast (no view step)
+            return self.kernel_input(v.bases[0], ndim)
         if v.kind == 'const':         # its own copy: graph constants are read-only arrays (numba types those apart)
             c = self.new(v, 'const')
             c.const = np.array(v.const, v.dtype, order='C').reshape(v.shape)
@@ -136,4 +143,15 @@ def flatten(graph, inputs, variables, backend='numpy'):
     """The schedule: (values by symbol id, all values, steps, kernels)."""
     f = _Flattener(inputs, variables, backend)
     f.walk(graph)
-    return f.vals, f.allv, f.steps, f.kernels
+    return f.vals, f.allv, _drop_unread_views(f.steps, [f.vals[id(s)] for s in graph.outputs]), f.kernels
+
+
+def _drop_unread_views(steps, outputs) -> list:
+    """The steps without views nobody reads (a kernel reads a broadcast view's base instead)."""
+    read, kept = {id(v) for v in outputs}, []
+    for st in reversed(steps):
+        if all(o.kind == 'view' and id(o) not in read for o in st.outs):
+            continue
+        read.update(id(i) for i in st.ins)
+        kept.append(st)
+    return kept[::-1]

@@ -61,7 +61,14 @@ def _emit_reduce(ufunc):
     return emit
 
 
-P.reshape.emit, P.transpose.emit, P.broadcast_to.emit = map(_emit_view, ('reshape', 'transpose', 'broadcast_to'))
+def _emit_method(name):
+    """A view op as the array's method, ``x.reshape(shape)``: 10x cheaper than ``np.reshape(x, shape)``
+    (every value in generated code is an ndarray or numpy scalar, which have the same methods)."""
+    return lambda a, out, params, ctx: f'{a[0]}.{name}({", ".join(ctx.lit(v) for v in params.values())})'
+
+
+P.reshape.emit, P.transpose.emit = _emit_method('reshape'), _emit_method('transpose')
+P.broadcast_to.emit = _emit_view('broadcast_to')
 P.where.emit = _emit_where
 P.sum_.emit, P.max_.emit = _emit_reduce('add'), _emit_reduce('maximum')
 P.cast.emit = _emit_into(lambda a, p, ctx: f"{ctx.fn('asarray')}({a[0]}).astype({ctx.dtype(p['dtype'])})")
@@ -96,8 +103,9 @@ def _lower_sum_to_like(b, x, ref):
         return None
     lead = len(x.shape) - len(ref.shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(ref.shape) if d == 1 and x.shape[i + lead] != 1)
-    if axes:
-        x = b.emit(P.sum_, [x], axis=axes, keepdims=True)
+    dropped = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    if axes:    # a sum that drops its axes when that is ref's shape (no reshape step after it: issue 37)
+        x = b.emit(P.sum_, [x], axis=axes, keepdims=dropped != tuple(ref.shape))
     if tuple(x.shape) != tuple(ref.shape):
         x = b.emit(P.reshape, [x], shape=tuple(ref.shape))
     dt = P.sum_to_like.shape_rule(x, ref).dtype
@@ -154,6 +162,8 @@ P.less.kernel, P.equal.kernel = _infix('<'), _infix('==')
 P.maximum.kernel = lambda a, params, ctx: f'{a[0]} if {a[0]} > {a[1]} or {a[0]} != {a[0]} else {a[1]}'  # nan wins
 P.where.kernel = lambda a, params, ctx: f'{a[1]} if {a[0]} else {a[2]}'
 P.cast.kernel = P.stop_gradient.kernel = lambda a, params, ctx: a[0]   # the kernel converts values to each op's dtype
+# a view with a kernel rule is read through: a loop kernel reads broadcast_to's input broadcast to the loop
+P.broadcast_to.kernel = lambda a, params, ctx: a[0]
 
 
 def _approx(name):
