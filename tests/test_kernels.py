@@ -251,15 +251,38 @@ def _mlp_step(batch=5, sizes=(12, 8, 6, 4), lr=0.01):
 
 
 def test_mlp_step_has_no_view_steps_around_its_kernels():
-    """Issue 37 (matmul epilogues): a kernel reads a broadcast_to's input itself, and a bias gradient is
-    one sum without a reshape after it, so the MLP step's driver makes no broadcast or reshape view."""
+    """Issue 37 (matmul epilogues): a kernel reads a broadcast_to's input itself, and each bias gradient
+    (a column sum) is accumulated by the kernel that makes the relu's gradient: the MLP step's driver
+    makes no broadcast or reshape view and only the softmax head's three sums are numpy calls."""
     outs, ins, feed = _mlp_step()
     prog = mg.compile(outs, ins, backend='numba')
     ops = [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
     assert 'broadcast_to' not in ops and 'reshape' not in ops, prog.source
-    assert ops.count('sum') == 6 and ops.count('matmul') == 8, ops
+    assert ops.count('sum') == 3 and ops.count('matmul') == 8, ops
+    assert prog.source.count('.fill(') == 3, prog.source
     ref = mg.compile(outs, ins, backend='numpy')
     for _ in range(2):       # two steps: the Variables' updates agree too
         np.testing.assert_allclose(prog(*feed)[0], ref(*feed)[0], rtol=1e-5)
     for a, b in zip(prog.state, ref.state):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('keepdims', [False, True])
+def test_a_column_sum_of_a_kernel_result_is_accumulated_in_the_loop_exactly(keepdims):
+    """The kernel adds the rows in numpy's order (from -0.0), so the sum equals numpy's bit for bit."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((37, 19)).astype(np.float32), rng.standard_normal(19).astype(np.float32)
+    a[0, :3] = [-0.0, np.inf, np.nan]
+    g = mg.Graph()
+    with g.as_default():
+        x, w = mg.placeholder(mg.float32, (37, 19), name='x'), mg.placeholder(mg.float32, (19,), name='w')
+        y = mg.relu(x * w) - x
+        s = mg.sum(y, axis=0, keepdims=keepdims)
+    prog = mg.compile([y, s], [x, w], backend='numba')
+    assert prog.stats['kernels'] == 1 and 'sum' not in [line.split(' = ')[-1].split('(')[0]
+                                                        for line in prog.memory.schedule], prog.source
+    with np.errstate(invalid='ignore'):     # inf - inf
+        want = np.add.reduce(np.where(a * b > 0, a * b, np.float32(0)) - a, axis=0, keepdims=keepdims)
+    got = prog(a, b)[1]
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got).tolist() == np.signbit(want).tolist()

@@ -126,20 +126,26 @@ def _note(local, name, op=None) -> str:
     return '  # ' + ' '.join(said + ([op] if op else [])) if said or op else ''
 
 
+def _reduced(node, full) -> bool:
+    """A reduction accumulated in the loop: its record's kernel rule combines (accumulator, element)."""
+    return tuple(node.outputs[0].shape) != full and not node.prim.elementwise
+
+
 def kernel_source(graph, layouts, readable=False, approx=None) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
-    whose results have one shape; ``layouts`` gives each input's numba layout ('C' or 'A');
+    whose results have one shape but reductions (a sum over the leading axis, accumulated from the
+    record's ``unit``); ``layouts`` gives each input's numba layout ('C' or 'A');
     the names of the approximations it calls are added to the set ``approx``."""
     if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
         raise MinigradError('kernel_source: every shape must be known (fuse groups only such ops)')
     full = tuple(graph.outputs[0].shape)
     flat = all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
-               for s, lay in zip(graph.inputs, layouts))
+               for s, lay in zip(graph.inputs, layouts)) and all(tuple(s.shape) == full for s in graph.outputs)
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
     names, ctx, local = {}, _Ctx(approx), _namer(readable)
     ins = [f'a{k}' for k in range(len(graph.inputs))]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
-    hoisted, loads, body = [], [], []
+    hoisted, loads, body, init = [], [], [], []
     for k, s in enumerate(graph.inputs):
         x = names[id(s)] = local(s, f'x{k}')
         ix = _index(tuple(s.shape), full, ivars, layouts[k] == 'A')
@@ -151,14 +157,18 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
         ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
+        if _reduced(node, full):      # o<k>[...] = combine(o<k>[...], element), o<k> filled with the unit first
+            k = [id(r) for r in graph.outputs].index(id(o))
+            t, args = f'o{k}{_index(tuple(o.shape), full, ivars)}', [f'o{k}{_index(tuple(o.shape), full, ivars)}'] + args
+            init.append(f'o{k}.fill({_convert(repr(node.prim.unit), o.dtype)})')
         expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
         body += ctx.lines + [f'{t} = {expr}' + _note(t, o.name, node.prim.name)]
         ctx.lines = []
     at = _index(full, full, ivars)
-    stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs)]
+    stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs) if tuple(s.shape) == full]
     sig = ', '.join(f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
                     for s, lay in zip(graph.inputs, layouts))
-    sig += ''.join(f', Out({s.dtype.name!r}, {len(full)})' for s in graph.outputs)
+    sig += ''.join(f', Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs)
     lines = [f"@njit(void({sig}), cache=True, error_model='numpy')",
              f'def kernel({", ".join(ins + outs)}):']
     if flat and len(full) > 1:        # one loop over all elements: C-contiguous arrays seen flat
@@ -170,6 +180,7 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
     elif full:
         lines += [f'    {h}' for h in hoisted]
         lines.append(f'    {", ".join(f"n{k}" for k in range(len(full)))}, = o0.shape')
+        lines += [f'    {x}' for x in init]
     else:
         lines += [f'    {h}' for h in hoisted]
     ind = '    '

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import Aval
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
 from .kernels import build_kernel, why_not
@@ -45,7 +46,7 @@ class Step:
 
     def __init__(self, prim, ins, outs, params, where=None):
         self.prim, self.ins, self.outs, self.params = prim, ins, outs, params
-        self.inplace = bool(prim.ufunc) or prim is kernel_call
+        self.inplace = bool(prim.ufunc)      # trap: a numba kernel writing over its input runs scalar (5x slower)
         self.where = where              # the node's where_text (for run-time errors)
 
     @property
@@ -64,7 +65,7 @@ def value_kind(prim, params) -> str:
 class _Flattener:
     def __init__(self, inputs, variables, backend):
         self.vals, self.allv, self.steps, self.variables, self.backend = {}, [], [], variables, backend
-        self.kernels = []
+        self.kernels, self.made_by = [], {}       # id(value) -> the kernel step computing it
         for s in inputs:
             self.vals[id(s)] = self.new(s, 'input')
 
@@ -91,7 +92,7 @@ class _Flattener:
                 else:
                     self.walk(sub)
                 self.vals.update({id(o): self.vals[id(so)] for o, so in zip(outs, sub.outputs)})
-            else:
+            elif not self.absorb(node):
                 ins = [self.vals[id(i)] for i in node.inputs]
                 kind = value_kind(node.prim, node.params)
                 res = [self.new(x, kind, ins if kind in ('view', 'alias') else ()) for x in outs]
@@ -115,12 +116,35 @@ class _Flattener:
             return stand_in(g, s, ext[-1].shape)
         results = [s for s in sub.outputs if id(s) in made]
         g, _ = extract(inside, results, 'kernel', read=read)
-        k = build_kernel(g, ['A' if v.kind == 'view' and v.shape else 'C' for v in ext])
-        self.kernels.append(k)
+        layouts = ['A' if v.kind == 'view' and v.shape else 'C' for v in ext]
         res = [self.new(s, 'temp') for s in results]
         self.vals.update(zip(map(id, results), res))
-        self.steps.append(Step(kernel_call, ext, res, {'kernel': k, 'graph': g},
+        self.steps.append(Step(kernel_call, ext, res, {'kernel': layouts, 'graph': g},    # built by finish()
                                '; '.join(sorted({where_text(n) for n in inside if n.where}))))
+        self.made_by.update((id(r), self.steps[-1]) for r in res)
+
+    def absorb(self, node) -> bool:
+        """A sum over the leading axis of a kernel's result (a bias gradient), accumulated by that kernel
+        instead of a second pass (issue 37); numpy adds the rows in the same order, so the sums are equal."""
+        v = self.vals.get(id(node.inputs[0])) if len(node.inputs) == 1 else None
+        st, o = self.made_by.get(id(v)), node.outputs[0]
+        if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
+                or len(v.shape) < 2 or v.shape[0] == 1 or node.params.get('axis') not in ((0,), 0) \
+                or tuple(o.shape) not in (tuple(v.shape[1:]), (1,) + tuple(v.shape[1:])):
+            return False
+        g = st.params['graph']
+        g.outputs += g.add_node(node.prim, [g.outputs[st.outs.index(v)]], dict(node.params),
+                                [Aval(o.shape, o.dtype)], name=o.name)
+        st.outs.append(self.new(o, 'temp'))
+        self.vals[id(o)] = st.outs[-1]
+        return True
+
+    def finish(self):
+        """Build each kernel step's loop (its graph is complete: sums it absorbed are in it)."""
+        for st in self.steps:
+            if st.prim is kernel_call:
+                st.params['kernel'] = build_kernel(st.params['graph'], st.params['kernel'])
+                self.kernels.append(st.params['kernel'])
 
     def kernel_input(self, v, ndim):
         """`v` as a kernel reads it: C-contiguous with its own dtype (a view is read through its strides,
@@ -143,6 +167,7 @@ def flatten(graph, inputs, variables, backend='numpy'):
     """The schedule: (values by symbol id, all values, steps, kernels)."""
     f = _Flattener(inputs, variables, backend)
     f.walk(graph)
+    f.finish()
     return f.vals, f.allv, _drop_unread_views(f.steps, [f.vals[id(s)] for s in graph.outputs]), f.kernels
 
 

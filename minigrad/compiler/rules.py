@@ -164,6 +164,8 @@ P.where.kernel = lambda a, params, ctx: f'{a[1]} if {a[0]} else {a[2]}'
 P.cast.kernel = P.stop_gradient.kernel = lambda a, params, ctx: a[0]   # the kernel converts values to each op's dtype
 # a view with a kernel rule is read through: a loop kernel reads broadcast_to's input broadcast to the loop
 P.broadcast_to.kernel = lambda a, params, ctx: a[0]
+# a sum over a kernel's leading axis (lower.py absorbs it): combine (accumulator, element), from the unit -0.0
+P.sum_.kernel, P.sum_.unit = (lambda a, params, ctx: f'{a[0]} + {a[1]}'), -0.0
 
 
 def _approx(name):
