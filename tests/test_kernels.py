@@ -252,14 +252,14 @@ def _mlp_step(batch=5, sizes=(12, 8, 6, 4), lr=0.01):
 
 def test_mlp_step_has_no_view_steps_around_its_kernels():
     """Issue 37 (matmul epilogues): a kernel reads a broadcast_to's input itself, and each bias gradient
-    (a column sum) is accumulated by the kernel that makes the relu's gradient: the MLP step's driver
-    makes no broadcast or reshape view and only the softmax head's three sums are numpy calls."""
+    (a column sum) is accumulated by the kernel that makes the relu's gradient, softmax's max by the bias
+    add's kernel: the MLP step's driver makes no broadcast or reshape view, and three sums stay numpy calls."""
     outs, ins, feed = _mlp_step()
     prog = mg.compile(outs, ins, backend='numba')
     ops = [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
     assert 'broadcast_to' not in ops and 'reshape' not in ops, prog.source
-    assert ops.count('sum') == 3 and ops.count('matmul') == 8, ops
-    assert prog.source.count('.fill(') == 3, prog.source
+    assert ops.count('sum') == 3 and ops.count('matmul') == 8 and 'max' not in ops, ops
+    assert prog.source.count('.fill(') == 4, prog.source      # three bias gradients, softmax's max
     ref = mg.compile(outs, ins, backend='numpy')
     for _ in range(2):       # two steps: the Variables' updates agree too
         np.testing.assert_allclose(prog(*feed)[0], ref(*feed)[0], rtol=1e-5)
@@ -286,3 +286,19 @@ def test_a_column_sum_of_a_kernel_result_is_accumulated_in_the_loop_exactly(keep
     got = prog(a, b)[1]
     np.testing.assert_array_equal(got, want)
     assert np.signbit(got).tolist() == np.signbit(want).tolist()
+
+
+@pytest.mark.parametrize('axis,keepdims', [(-1, True), (1, False), (0, False)])
+def test_a_max_of_a_kernel_result_over_any_axis_is_accumulated_in_the_loop(axis, keepdims):
+    """A max does not depend on the order of the elements: the kernel takes it over any one axis (nan wins)."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((9, 13)).astype(np.float32), rng.standard_normal(13).astype(np.float32)
+    a[1, 4], a[2, :] = np.nan, -np.inf
+    g = mg.Graph()
+    with g.as_default():
+        x, w = mg.placeholder(mg.float32, (9, 13), name='x'), mg.placeholder(mg.float32, (13,), name='w')
+        y = x * w + 1.0
+        m = mg.max(y, axis=axis, keepdims=keepdims)
+    prog = mg.compile([y, m], [x, w], backend='numba')
+    assert prog.stats['kernels'] == 1 and prog.source.count('.fill(') == 1, prog.source
+    np.testing.assert_array_equal(prog(a, b)[1], np.max(a * b + np.float32(1.0), axis=axis, keepdims=keepdims))

@@ -131,6 +131,14 @@ def _reduced(node, full) -> bool:
     return tuple(node.outputs[0].shape) != full and not node.prim.elementwise
 
 
+def _accumulator(node, k, ivars, init) -> str:
+    """Where reduction `node` (result o<k>) accumulates, o<k> filled with its unit (or initial) first."""
+    axes, keep, o = node.params['axis'], node.params['keepdims'], node.outputs[0]
+    first = node.prim.unit if node.params.get('initial') is None else node.params['initial']
+    init.append(f'o{k}.fill({_convert(repr(float(first)).replace("inf", "np.inf"), o.dtype)})')
+    return f'o{k}[' + ', '.join('0' if d in axes else v for d, v in enumerate(ivars) if keep or d not in axes) + ']'
+
+
 def kernel_source(graph, layouts, readable=False, approx=None) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
     whose results have one shape but reductions (a sum over the leading axis, accumulated from the
@@ -157,10 +165,9 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
         ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
-        if _reduced(node, full):      # o<k>[...] = combine(o<k>[...], element), o<k> filled with the unit first
-            k = [id(r) for r in graph.outputs].index(id(o))
-            t, args = f'o{k}{_index(tuple(o.shape), full, ivars)}', [f'o{k}{_index(tuple(o.shape), full, ivars)}'] + args
-            init.append(f'o{k}.fill({_convert(repr(node.prim.unit), o.dtype)})')
+        if _reduced(node, full):      # o<k>[...] = combine(o<k>[...], element)
+            t = _accumulator(node, [id(r) for r in graph.outputs].index(id(o)), ivars, init)
+            args = [t] + args
         expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
         body += ctx.lines + [f'{t} = {expr}' + _note(t, o.name, node.prim.name)]
         ctx.lines = []

@@ -17,6 +17,7 @@ from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
 from .kernels import build_kernel, why_not
 from .ops import kernel_call, fused
+from .rules import ANY_ORDER
 from .rewrite import extract, stand_in
 
 
@@ -124,17 +125,22 @@ class _Flattener:
         self.made_by.update((id(r), self.steps[-1]) for r in res)
 
     def absorb(self, node) -> bool:
-        """A sum over the leading axis of a kernel's result (a bias gradient), accumulated by that kernel
-        instead of a second pass (issue 37); numpy adds the rows in the same order, so the sums are equal."""
+        """A reduction over one axis of a kernel's result (a bias gradient, softmax's max), accumulated by
+        that kernel instead of a second pass (issue 37): a sum only over the leading axis, where numpy adds
+        the rows in the same order (equal sums), a max (ANY_ORDER) over any one axis."""
         v = self.vals.get(id(node.inputs[0])) if len(node.inputs) == 1 else None
         st, o = self.made_by.get(id(v)), node.outputs[0]
         if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
-                or len(v.shape) < 2 or v.shape[0] == 1 or node.params.get('axis') not in ((0,), 0) \
-                or tuple(o.shape) not in (tuple(v.shape[1:]), (1,) + tuple(v.shape[1:])):
+                or len(v.shape) < 2:
             return False
+        axis = node.params.get('axis')
+        axis = (axis,) if isinstance(axis, int) else axis
+        if axis is None or len(axis) != 1 or v.shape[axis[0]] == 1 or (axis[0] % len(v.shape) != 0
+                                                                        and node.prim not in ANY_ORDER):
+            return False
+        params = dict(node.params, axis=(axis[0] % len(v.shape),), keepdims=bool(node.params.get('keepdims')))
         g = st.params['graph']
-        g.outputs += g.add_node(node.prim, [g.outputs[st.outs.index(v)]], dict(node.params),
-                                [Aval(o.shape, o.dtype)], name=o.name)
+        g.outputs += g.add_node(node.prim, [g.outputs[st.outs.index(v)]], params, [Aval(o.shape, o.dtype)], name=o.name)
         st.outs.append(self.new(o, 'temp'))
         self.vals[id(o)] = st.outs[-1]
         return True

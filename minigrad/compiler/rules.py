@@ -164,8 +164,11 @@ P.where.kernel = lambda a, params, ctx: f'{a[1]} if {a[0]} else {a[2]}'
 P.cast.kernel = P.stop_gradient.kernel = lambda a, params, ctx: a[0]   # the kernel converts values to each op's dtype
 # a view with a kernel rule is read through: a loop kernel reads broadcast_to's input broadcast to the loop
 P.broadcast_to.kernel = lambda a, params, ctx: a[0]
-# a sum over a kernel's leading axis (lower.py absorbs it): combine (accumulator, element), from the unit -0.0
+# a reduction of a kernel's result, accumulated by that kernel (lower.py absorbs it): combine (accumulator,
+# element) from the unit; a sum only over the leading axis (numpy's order), a max (any order) over any one axis
 P.sum_.kernel, P.sum_.unit = (lambda a, params, ctx: f'{a[0]} + {a[1]}'), -0.0
+P.max_.kernel, P.max_.unit = (lambda a, params, ctx: f'{a[0]} if {a[0]} >= {a[1]} or {a[0]} != {a[0]} else {a[1]}'), -np.inf
+ANY_ORDER = frozenset({P.max_})      # reductions whose result does not depend on the order of the elements
 
 
 def _approx(name):
