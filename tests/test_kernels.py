@@ -246,7 +246,8 @@ def _mlp_step(batch=5, sizes=(12, 8, 6, 4), lr=0.01):
         loss = -(y * mg.log_softmax(h, axis=1)).sum() / batch
         grads = mg.gradients(loss, W + B)
         step = mg.group(*[v.assign(v - lr * gv) for v, gv in zip(W + B, grads)])
-    feed = [rng.standard_normal((batch, sizes[0])).astype(np.float32), np.eye(sizes[-1], dtype=np.float32)[[0, 1, 2, 3, 0]]]
+    onehot = np.eye(sizes[-1], dtype=np.float32)[[0, 1, 2, 3, 0]]
+    feed = [rng.standard_normal((batch, sizes[0])).astype(np.float32), onehot]
     return [loss, step], [x, y], feed
 
 
