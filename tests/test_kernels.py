@@ -1,6 +1,7 @@
 """The numba backend: one compiled loop kernel per fusion group, no temporaries inside a group,
 buffers owned by the program, caller-owned results (and out=), kernels cached on disk."""
 import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -261,6 +262,8 @@ def test_mlp_step_has_no_view_steps_around_its_kernels():
     assert 'broadcast_to' not in ops and 'reshape' not in ops, prog.source
     assert ops.count('sum') == 3 and ops.count('matmul') == 8 and 'max' not in ops, ops
     assert prog.source.count('.fill(') == 4, prog.source      # three bias gradients, softmax's max
+    # in place (a matmul's buffer takes its bias + relu): read from the result's own array, no second parameter
+    assert re.search(r'\n +\w+ = o\d+\[i', prog.source), prog.source
     ref = mg.compile(outs, ins, backend='numpy')
     for _ in range(2):       # two steps: the Variables' updates agree too
         np.testing.assert_allclose(prog(*feed)[0], ref(*feed)[0], rtol=1e-5)
@@ -303,3 +306,22 @@ def test_a_max_of_a_kernel_result_over_any_axis_is_accumulated_in_the_loop(axis,
     prog = mg.compile([y, m], [x, w], backend='numba')
     assert prog.stats['kernels'] == 1 and prog.source.count('.fill(') == 1, prog.source
     np.testing.assert_array_equal(prog(a, b)[1], np.max(a * b + np.float32(1.0), axis=axis, keepdims=keepdims))
+
+
+def test_a_kernel_computed_in_place_reads_its_input_from_its_result():
+    """A matmul's buffer taken by its epilogue: the kernel reads that input from its own result (two
+    parameters over one array would make LLVM run the scalar loop); never a program result's array."""
+    rng = np.random.default_rng(5)
+    xv, wv = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (16, 8), name='x')
+        h = mg.relu(x @ mg.constant(wv, name='W')) * 2.0 + 1.0
+        y = (h @ mg.constant(wv, name='W2')) * 3.0
+    prog = mg.compile(y, [x], backend='numba')
+    assert re.search(r'\n +\w+ = o0\[i', prog.kernels[0].source), prog.source
+    assert not re.search(r'\n +\w+ = o0\[i', prog.kernels[1].source), prog.source     # a result: out= may be given
+    want = (np.maximum(xv @ wv, 0) * 2 + 1) @ wv * 3
+    np.testing.assert_allclose(prog(xv), want, rtol=1e-5)
+    out = np.empty_like(want)
+    np.testing.assert_allclose(prog(xv, out=out), want, rtol=1e-5)

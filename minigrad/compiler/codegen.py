@@ -199,7 +199,7 @@ class Codegen:
         return '\n'.join(lines) + '\n'
 
 
-def _updates_in_place(steps, outputs) -> dict:
+def updates_in_place(steps, outputs) -> dict:
     """Variable updates a kernel can write straight into the Variable's new array
     (``v.assign(v - lr * g)``, no copy pass): the new value's ONLY reader is its one assign."""
     made = {id(o): k for k, st in enumerate(steps) for o in st.outs}
@@ -231,7 +231,7 @@ def _updates_in_place(steps, outputs) -> dict:
 def generate(ivals, outputs, allv, steps, single):
     """(Python source of ``build``, the constants it binds as K, {source line: where its node was defined})."""
     cg = Codegen()
-    cg.into_state = _updates_in_place(steps, outputs)
+    cg.into_state = updates_in_place(steps, outputs)
     cg.inputs(ivals)
     cg.held(allv)
     cg.bind_outputs(outputs)

@@ -139,11 +139,12 @@ def _accumulator(node, k, ivars, init) -> str:
     return f'o{k}[' + ', '.join('0' if d in axes else v for d, v in enumerate(ivars) if keep or d not in axes) + ']'
 
 
-def kernel_source(graph, layouts, readable=False, approx=None) -> str:
+def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
     whose results have one shape but reductions (a sum over the leading axis, accumulated from the
     record's ``unit``); ``layouts`` gives each input's numba layout ('C' or 'A');
-    the names of the approximations it calls are added to the set ``approx``."""
+    the names of the approximations it calls are added to the set ``approx``; ``alias`` {input k: result j}:
+    input k is read from o<j> (computed in place), not passed."""
     if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
         raise MinigradError('kernel_source: every shape must be known (fuse groups only such ops)')
     full = tuple(graph.outputs[0].shape)
@@ -151,13 +152,15 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
                for s, lay in zip(graph.inputs, layouts)) and all(tuple(s.shape) == full for s in graph.outputs)
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
     names, ctx, local = {}, _Ctx(approx), _namer(readable)
-    ins = [f'a{k}' for k in range(len(graph.inputs))]
+    alias = alias or {}
+    ins = [f'a{k}' for k in range(len(graph.inputs)) if k not in alias]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
     hoisted, loads, body, init = [], [], [], []
     for k, s in enumerate(graph.inputs):
         x = names[id(s)] = local(s, f'x{k}')
         ix = _index(tuple(s.shape), full, ivars, layouts[k] == 'A')
-        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = a{k}{ix}' + _note(x, s.name))
+        src = f'o{alias[k]}' if k in alias else f'a{k}'
+        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = {src}{ix}' + _note(x, s.name))
     for n, node in enumerate(graph.nodes):
         if node.prim is PLACEHOLDER:
             continue
@@ -173,15 +176,15 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
         ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs) if tuple(s.shape) == full]
-    sig = ', '.join(f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
-                    for s, lay in zip(graph.inputs, layouts))
-    sig += ''.join(f', Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs)
+    sig = ', '.join([f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
+                     for k, (s, lay) in enumerate(zip(graph.inputs, layouts)) if k not in alias]
+                    + [f'Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs])
     lines = [f"@njit(void({sig}), cache=True, error_model='numpy')",
              f'def kernel({", ".join(ins + outs)}):']
     if flat and len(full) > 1:        # one loop over all elements: C-contiguous arrays seen flat
         lines.append(f'    n0 = o0.size')
-        lines += [f'    {a} = {a}.reshape(n0)' for a, s, lay in zip(ins, graph.inputs, layouts)
-                  if tuple(s.shape) == full and lay == 'C']
+        lines += [f'    a{k} = a{k}.reshape(n0)' for k, (s, lay) in enumerate(zip(graph.inputs, layouts))
+                  if tuple(s.shape) == full and lay == 'C' and k not in alias]
         lines += [f'    {o} = {o}.reshape(n0)' for o in outs]
         lines += [f'    {h}' for h in hoisted]
     elif full:
@@ -237,16 +240,16 @@ class Kernel:
         return f'<Kernel {os.path.basename(self.path)} {self.origin} in {self.seconds * 1e3:.1f} ms>'
 
 
-def build_kernel(graph, layouts) -> Kernel:
+def build_kernel(graph, layouts, alias=None) -> Kernel:
     """Generate, write, import and compile the loop kernel for `graph` (see kernel_source)."""
     if numba is None:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
     used = set()
-    loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used))   # neutral names: one file per loop
+    loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used, alias=alias))   # neutral names: one file per loop
     code = _HEADER + (_APPROX_IMPORT if used else '') + loop
 
     def src():
-        return kernel_source(graph, layouts, readable=True)
+        return kernel_source(graph, layouts, readable=True, alias=alias)
     key = hashlib.sha1(code.encode()).hexdigest()[:20]
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()

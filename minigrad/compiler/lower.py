@@ -47,7 +47,7 @@ class Step:
 
     def __init__(self, prim, ins, outs, params, where=None):
         self.prim, self.ins, self.outs, self.params = prim, ins, outs, params
-        self.inplace = bool(prim.ufunc)      # trap: a numba kernel writing over its input runs scalar (5x slower)
+        self.inplace = bool(prim.ufunc) or prim is kernel_call
         self.where = where              # the node's where_text (for run-time errors)
 
     @property
@@ -66,7 +66,7 @@ def value_kind(prim, params) -> str:
 class _Flattener:
     def __init__(self, inputs, variables, backend):
         self.vals, self.allv, self.steps, self.variables, self.backend = {}, [], [], variables, backend
-        self.kernels, self.made_by = [], {}       # id(value) -> the kernel step computing it
+        self.made_by = {}           # id(value) -> the kernel step computing it
         for s in inputs:
             self.vals[id(s)] = self.new(s, 'input')
 
@@ -145,12 +145,6 @@ class _Flattener:
         self.vals[id(o)] = st.outs[-1]
         return True
 
-    def finish(self):
-        """Build each kernel step's loop (its graph is complete: sums it absorbed are in it)."""
-        for st in self.steps:
-            if st.prim is kernel_call:
-                st.params['kernel'] = build_kernel(st.params['graph'], st.params['kernel'])
-                self.kernels.append(st.params['kernel'])
 
     def kernel_input(self, v, ndim):
         """`v` as a kernel reads it: C-contiguous with its own dtype (a view is read through its strides,
@@ -170,11 +164,25 @@ class _Flattener:
 
 
 def flatten(graph, inputs, variables, backend='numpy'):
-    """The schedule: (values by symbol id, all values, steps, kernels)."""
+    """The schedule: (values by symbol id, all values, steps); kernels are built later (build_kernels)."""
     f = _Flattener(inputs, variables, backend)
     f.walk(graph)
-    f.finish()
-    return f.vals, f.allv, _drop_unread_views(f.steps, [f.vals[id(s)] for s in graph.outputs]), f.kernels
+    return f.vals, f.allv, _drop_unread_views(f.steps, [f.vals[id(s)] for s in graph.outputs])
+
+
+def build_kernels(steps, apart) -> list:
+    """Build each kernel step's loop once memory is planned (its graph is complete: reductions it absorbed
+    are in it). A result that took an input's buffer reads that input from its own array: two parameters
+    that overlap make LLVM run the scalar loop (3-5x slower). ``apart``: ids of results written elsewhere."""
+    kernels = []
+    for st in steps:
+        if st.prim is kernel_call:
+            alias = {[id(i) for i in st.ins].index(id(o.ref)): j for j, o in enumerate(st.outs)
+                     if o.ref is not None and id(o) not in apart and sum(i is o.ref for i in st.ins) == 1}
+            st.params['alias'] = alias
+            st.params['kernel'] = build_kernel(st.params['graph'], st.params['kernel'], alias)
+            kernels.append(st.params['kernel'])
+    return kernels
 
 
 def _drop_unread_views(steps, outputs) -> list:

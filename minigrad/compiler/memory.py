@@ -55,7 +55,8 @@ class _Pool:
                  and i.dtype == v.dtype and (key is None or (i.shape, i.dtype) == key)]
         taken = {o.buf for o in st.outs if o.buf is not None}     # a kernel's other results took these
         dying = [i for i in dying if i.buf is None or i.buf not in taken]
-        if st.inplace and dying and (key is None) == (dying[0].buf is None):   # a ufunc or kernel may write in place
+        if st.inplace and dying and (key is None) == (dying[0].buf is None) \
+                and v.shape == st.outs[0].shape:     # a ufunc or kernel may write in place (not a kernel's reduction)
             v.buf, v.dbuf, v.ref = dying[0].buf, dying[0].dbuf, dying[0]
         elif key is None:
             v.dbuf, self.dyn = self.dyn, self.dyn + 1

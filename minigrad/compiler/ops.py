@@ -115,7 +115,8 @@ def _kernel_impl(*xs, kernel, graph):
 
 def _emit_kernel(args, out, params, ctx):
     """``K[i](inputs..., outputs...)``: the kernel writes every result into its planned buffer."""
-    return f'{ctx.const(params["kernel"].fn)}({", ".join(args + ctx.out_buffers)})'
+    ins = [a for k, a in enumerate(args) if k not in params.get('alias', ())]     # in place: read from its result
+    return f'{ctx.const(params["kernel"].fn)}({", ".join(ins + ctx.out_buffers)})'
 
 
 kernel_call = register_primitive(

@@ -13,8 +13,8 @@ from ..core import fmt_shape, hooks, refuse_pickle
 from ..errors import FeedError, MinigradError, ShapeError
 from ..graph import shapes_compatible, feed_array
 from .approx import APPROX
-from .codegen import generate
-from .lower import flatten
+from .codegen import generate, updates_in_place
+from .lower import flatten, build_kernels
 from .memory import plan_memory
 
 _FILENAME = '<minigrad program>'
@@ -44,10 +44,11 @@ class Program:
         self._lock = threading.Lock()
         self.state = [np.array(v.node.params['initial_value']) for v in variables]
         var_keys = [id(v.node.params['initial_value']) for v in variables]
-        vals, allv, steps, self.kernels = flatten(graph, graph.inputs, var_keys, backend)
+        vals, allv, steps = flatten(graph, graph.inputs, var_keys, backend)
         ivals = [vals[id(s)] for s in graph.inputs]
         ovals = [vals[id(s)] for s in graph.outputs]
         self.memory = plan_memory(allv, steps, ovals)
+        self.kernels = build_kernels(steps, set(updates_in_place(steps, ovals)) | {id(v) for v in ovals})
         driver, consts, self._line_where = generate(ivals, ovals, allv, steps, single)
         self._driver, self._source = driver, None
         self.stats.update(steps=len(steps), backend=backend, kernels=len(self.kernels),
