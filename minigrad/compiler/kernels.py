@@ -137,13 +137,14 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
                for s, lay in zip(graph.inputs, layouts))
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
     names, ctx, local = {}, _Ctx(approx), _namer(readable)
+    note = _note if readable else (lambda *a: '')      # the comments: only in the source a reader sees
     ins = [f'a{k}' for k in range(len(graph.inputs))]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
     hoisted, loads, body = [], [], []
     for k, s in enumerate(graph.inputs):
         x = names[id(s)] = local(s, f'x{k}')
         ix = _index(tuple(s.shape), full, ivars, layouts[k] == 'A')
-        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = a{k}{ix}' + _note(x, s.name))
+        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = a{k}{ix}' + note(x, s.name))
     for n, node in enumerate(graph.nodes):
         if node.prim is PLACEHOLDER:
             continue
@@ -152,7 +153,7 @@ def kernel_source(graph, layouts, readable=False, approx=None) -> str:
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
         expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
-        body += ctx.lines + [f'{t} = {expr}' + _note(t, o.name, node.prim.name)]
+        body += ctx.lines + [f'{t} = {expr}' + note(t, o.name, node.prim.name)]
         ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs)]
