@@ -308,6 +308,7 @@ def deep_chain_cold_warm(n) -> dict:
             f'spec = importlib.util.spec_from_file_location("bench_script", {os.path.abspath(__file__)!r})\n'
             'b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n'
             f't0 = time.perf_counter(); case = b.deep_chain_case({n})\n'
+            'b.gc.collect(); b.gc.freeze()\n'        # the tape's own garbage only (see deep_chain_case)
             't1 = time.perf_counter(); case["tape"](); print(t1 - t0, time.perf_counter() - t1)')
     out = {}
     with tempfile.TemporaryDirectory() as d:
@@ -444,7 +445,13 @@ def _bench_compile_cost(quick, rng, repeats, min_time, rows, target):
     small, big = (200, 800) if quick else (5000, 20000)
     cost = {}
     for n in (small, big):
-        cost[n] = timeit(deep_chain_case(n), 1 if quick else 3, 0.0)
+        case = deep_chain_case(n)
+        gc.collect()
+        gc.freeze()     # each variant collects its own garbage, not the process's (torch, jax: ~0.1 s a collection)
+        try:
+            cost[n] = timeit(case, 1 if quick else 3, 0.0)
+        finally:
+            gc.unfreeze()
         rows.append({'case': f'gradients of a {n}-op chain: build+compile+run vs tape',
                      **{k: v * 1e6 for k, v in cost[n].items()}})
     growth = cost[big]['compiled'] / cost[small]['compiled']
