@@ -273,9 +273,8 @@ class Graph:
 
     def add_node(self, prim: Primitive, inputs, params, avals, name=None, where=None) -> list[Symbol]:
         node = Node(prim, inputs, params, self, len(self.nodes), where)
-        for i, av in enumerate(avals):
-            base = name if name is not None else prim.name
-            node.outputs.append(_symbol(node, i, av, self.unique_name(base)))
+        base, names = name if name is not None else prim.name, self._names
+        node.outputs = [_symbol(node, i, av, names(None, base or 'v')) for i, av in enumerate(avals)]
         self.nodes.append(node)
         return node.outputs
 
