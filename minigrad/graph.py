@@ -273,9 +273,8 @@ class Graph:
 
     def add_node(self, prim: Primitive, inputs, params, avals, name=None, where=None) -> list[Symbol]:
         node = Node(prim, inputs, params, self, len(self.nodes), where)
-        for i, av in enumerate(avals):
-            base = name if name is not None else prim.name
-            node.outputs.append(_symbol(node, i, av, self.unique_name(base)))
+        base, names = name if name is not None else prim.name, self._names
+        node.outputs = [_symbol(node, i, av, names(None, base or 'v')) for i, av in enumerate(avals)]
         self.nodes.append(node)
         return node.outputs
 
@@ -370,20 +369,21 @@ class Graph:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return core.hooks.display(self)
 
-    def verify(self) -> 'Graph':
+    def verify(self, rules=None) -> 'Graph':
         """Re-check every node: inputs defined earlier in this graph, shapes/dtypes match the rules.
 
-        Raises GraphError naming the first bad node; returns the graph so calls chain."""
+        Raises GraphError naming the first bad node; returns the graph so calls chain. ``rules``: a dict
+        shared by several verifies (compile's, after each pass), so equal nodes run a shape rule once."""
         defined = {id(inner) for _, inner in self.captures}
-        rules = {}          # (prim, input avals, params) -> what the shape rule gave: equal nodes run it once
+        rules = {} if rules is None else rules      # (prim, input avals, params) -> what the shape rule gave
         for node in self.nodes:
             problem = _check_node(node, defined, rules)
             if problem:         # the message (which formats the node) is only built for a bad node
                 raise GraphError(f'verify: node `{self.format_node(node)}` {problem}')
-            defined.update(id(o) for o in node.outputs)
-            for v in node.params.values():
+            defined.update(map(id, node.outputs))
+            for v in node.params.values() if node.params else ():
                 if isinstance(v, Graph):
-                    v.verify()
+                    v.verify(rules)
         for o in self.outputs:
             if id(o) not in defined:
                 raise GraphError(f'verify: output {o.name} is not defined in this graph')

@@ -16,6 +16,7 @@ The timing helpers and the chain case are minigrad.bench's (lesson 08 imports th
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -270,7 +271,10 @@ def tanh_chain_cold(n=64) -> float:
 # ------------------------------------------------------------------ compile cost
 def deep_chain_case(n):
     """A chain of n scalar ops (mul, tanh alternating) and its gradient: the tape's forward +
-    backward against building the graph, mg.gradients, compiling and one Session run."""
+    backward against building the graph, mg.gradients, compiling and one Session run. Each variant
+    ends by collecting its own garbage: a graph's nodes and symbols form reference cycles, and
+    freeing a big one would otherwise land inside whichever call runs next (it made the next tape
+    call 10x slower and the ratio look 4.7x instead of 50x)."""
     def chain(y):
         for i in range(n):
             y = mg.tanh(y) if i % 2 else y * 1.01
@@ -279,14 +283,19 @@ def deep_chain_case(n):
     def tape():
         x = mg.tensor(np.float32(0.5), requires_grad=True)
         chain(x).backward()
-        return x.grad.item()
+        g = x.grad.item()
+        gc.collect()
+        return g
 
     def static():
         g = mg.Graph()
         with g.as_default():
             x = mg.placeholder(mg.float32, (), name='x')
             gx, = mg.gradients(chain(x), [x])
-        return float(mg.Session(g).run(gx, {x: np.float32(0.5)}))
+        r = float(mg.Session(g).run(gx, {x: np.float32(0.5)}))
+        del g, x, gx
+        gc.collect()
+        return r
     assert np.isclose(tape(), static(), rtol=1e-4)
     return {'tape': tape, 'compiled': static}
 
@@ -299,6 +308,7 @@ def deep_chain_cold_warm(n) -> dict:
             f'spec = importlib.util.spec_from_file_location("bench_script", {os.path.abspath(__file__)!r})\n'
             'b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n'
             f't0 = time.perf_counter(); case = b.deep_chain_case({n})\n'
+            'b.gc.collect(); b.gc.freeze()\n'        # the tape's own garbage only (see deep_chain_case)
             't1 = time.perf_counter(); case["tape"](); print(t1 - t0, time.perf_counter() - t1)')
     out = {}
     with tempfile.TemporaryDirectory() as d:
@@ -435,7 +445,13 @@ def _bench_compile_cost(quick, rng, repeats, min_time, rows, target):
     small, big = (200, 800) if quick else (5000, 20000)
     cost = {}
     for n in (small, big):
-        cost[n] = timeit(deep_chain_case(n), 1 if quick else 3, 0.0)
+        case = deep_chain_case(n)
+        gc.collect()
+        gc.freeze()     # each variant collects its own garbage, not the process's (torch, jax: ~0.1 s a collection)
+        try:
+            cost[n] = timeit(case, 1 if quick else 3, 0.0)
+        finally:
+            gc.unfreeze()
         rows.append({'case': f'gradients of a {n}-op chain: build+compile+run vs tape',
                      **{k: v * 1e6 for k, v in cost[n].items()}})
     growth = cost[big]['compiled'] / cost[small]['compiled']

@@ -237,6 +237,8 @@ def test_fusion_is_not_switched_off_on_big_graphs():
     want = mg.Session(g).run([y, gx], {x: X})
     for a, b in zip(prog(X), want):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+    sizes = [sum(m.op != 'placeholder' for m in n.params['graph'].nodes) for n in prog.graph.nodes if n.op == 'fused']
+    assert sum(s == cap for s in sizes) >= len(sizes) - 3       # a long chain fills its groups (see below)
     with g.as_default():        # ops without a loop-kernel rule stay out of groups, and the pass says so
         t = mg.sin(x * 2.0) * 3.0              # sin has no loop-kernel rule (tanh, exp, log have: issue 37)
     prog = mg.compile(t, [x])
@@ -358,3 +360,21 @@ def test_session_and_program_take_feeds_by_one_rule(dtype, value):
             assert "('x')" in str(e) or "'x'" in str(e), e          # names the input
             outcomes.append(('refused',))
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_full_group_continues_in_the_group_its_overflow_opened():
+    """The backward of a long chain of scalar ops: each step reads a forward value from a full group. Before
+    the continuation rule each step opened a group of its own (4 ops a kernel: 100 kernels for 200 ops)."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (), name='x')
+        y = x
+        for i in range(200):
+            y = mg.tanh(y) if i % 2 else y * 1.01
+        gx, = mg.gradients(y, [x])
+    prog = mg.compile([gx], [x], backend='numpy')       # grouping is the same pass on both backends
+    cap = sys.modules['minigrad.compiler.fuse'].MAX_GROUP
+    members = sum(sum(m.op != 'placeholder' for m in n.params['graph'].nodes) for n in prog.graph.nodes
+                  if n.op == 'fused')
+    assert prog.stats['fused'] <= -(-members // cap) + 1        # as few groups as the cap allows (+1)
+    np.testing.assert_allclose(prog(np.float32(0.5))[0], mg.Session(g).run(gx, {x: np.float32(0.5)}), rtol=1e-5)

@@ -151,8 +151,8 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
     flat = all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
                for s, lay in zip(graph.inputs, layouts)) and all(tuple(s.shape) == full for s in graph.outputs)
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
-    names, ctx, local = {}, _Ctx(approx), _namer(readable)
-    alias = alias or {}
+    names, ctx, local, alias = {}, _Ctx(approx), _namer(readable), alias or {}
+    note = _note if readable else (lambda *a: '')      # the comments: only in the source a reader sees
     ins = [f'a{k}' for k in range(len(graph.inputs)) if k not in alias]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
     hoisted, loads, body, init = [], [], [], []
@@ -160,7 +160,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
         x = names[id(s)] = local(s, f'x{k}')
         ix = _index(tuple(s.shape), full, ivars, layouts[k] == 'A')
         src = f'o{alias[k]}' if k in alias else f'a{k}'
-        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = {src}{ix}' + _note(x, s.name))
+        (loads if any(v in ix for v in ivars) else hoisted).append(f'{x} = {src}{ix}' + note(x, s.name))
     for n, node in enumerate(graph.nodes):
         if node.prim is PLACEHOLDER:
             continue
@@ -172,7 +172,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
             t = _accumulator(node, [id(r) for r in graph.outputs].index(id(o)), ivars, init)
             args = [t] + args
         expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
-        body += ctx.lines + [f'{t} = {expr}' + _note(t, o.name, node.prim.name)]
+        body += ctx.lines + [f'{t} = {expr}' + note(t, o.name, node.prim.name)]
         ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs) if tuple(s.shape) == full]

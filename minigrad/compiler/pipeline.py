@@ -52,7 +52,7 @@ def resolve(passes) -> list:
 
 def run_pipeline(g: Graph, passes) -> tuple[Graph, list, dict, dict]:
     """Run the passes: (final graph, history [(name, graph)], node counts, declines per pass)."""
-    history, counts, declined = [('input', g)], {'input': len(g.nodes)}, {}
+    history, counts, declined, rules = [('input', g)], {'input': len(g.nodes)}, {}, {}
     for name, p in resolve(passes):
         before = (list(g.nodes), list(g.outputs))
         new = p(g)
@@ -63,7 +63,7 @@ def run_pipeline(g: Graph, passes) -> tuple[Graph, list, dict, dict]:
             raise GraphError(f'compile: pass {name!r} returned {type(new).__name__}, not a Graph')
         if new is not g:                # a pass that changed nothing returns its input
             try:
-                new.verify()
+                new.verify(rules)      # shape rules shared: most nodes are copies
             except GraphError as e:
                 raise GraphError(f'compile: the graph is invalid after pass {name!r}: {e}') from None
             if new.notes:

@@ -51,7 +51,7 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
     """Copy `node` into `g` with new inputs; shapes are re-inferred when the inputs' shapes
     changed (this resolves None dims)."""
     params = node.params if params is None else params
-    avals = [Aval(o.shape, o.dtype) for o in node.outputs]
+    avals = node.outputs            # add_node reads their shape and dtype
     same = params is node.params and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(ins, node.inputs))
     if not same and node.prim not in SOURCES and node.prim not in STATEFUL:   # same inputs: same outputs
         try:
@@ -132,7 +132,7 @@ def rebuild(graph: Graph, rewrite=None, sub_pass=None, shapes=None) -> Graph:
     for node in graph.nodes:
         ins = [env[id(i)] for i in node.inputs]
         params = node.params
-        if sub_pass is not None and subgraphs(params):
+        if sub_pass is not None and params and subgraphs(params):
             params = {k: _sub(sub_pass, v, env, new) if isinstance(v, Graph) else v for k, v in params.items()}
         res = rewrite(node, ins, new) if rewrite is not None else None
         if isinstance(res, Symbol):          # zip() would iterate over the Symbol's elements
@@ -162,13 +162,14 @@ def _sub(pass_fn, sub: Graph, outer_env, parent) -> Graph:
 
 def unchanged(graph: Graph) -> bool:
     """May a pass that found nothing to do return `graph` itself? (Not if sub-graphs must be visited.)"""
-    return not any(subgraphs(n.params) for n in graph.nodes)
+    return not any(n.params and subgraphs(n.params) for n in graph.nodes)
 
 
 def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
     """rebuild(graph, rw); the input graph itself when no rule fired and nothing was noted."""
     probe = Graph(graph.name, graph.parent)          # try the rules on the graph as it is: no copy yet
-    if unchanged(graph) and all(rw(n, n.inputs, probe) is None for n in graph.nodes) and not probe.notes:
+    plain = unchanged(graph)
+    if plain and all(rw(n, n.inputs, probe) is None for n in graph.nodes) and not probe.notes:
         return graph
     fired = []
 
@@ -178,7 +179,7 @@ def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
             fired.append(node)
         return res
     new = rebuild(graph, counting, sub_pass=sub_pass)
-    return graph if not fired and not new.notes and unchanged(graph) else new
+    return graph if not fired and not new.notes and plain else new
 
 
 def const_value(sym):
