@@ -9,6 +9,7 @@ re-checks it, and ``interpreter.evaluate`` defines what it means.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import operator
 import os
@@ -642,9 +643,9 @@ core.hooks.graph_apply = graph_apply
 # ------------------------------------------------------------------ symbolic gradients
 @contextlib.contextmanager
 def gc_paused():
-    """No cyclic garbage collection inside (as a decorator too): while a big graph is built or compiled,
-    each full collection scans every node made so far, so they cost time quadratic in the graph's size
-    (2/3 of compiling a 20,000-op chain). Reference counting still frees what is dropped."""
+    """No cyclic garbage collection inside: while a big graph is built or compiled, each full collection
+    scans every node made so far, so they cost time quadratic in the graph's size (2/3 of compiling a
+    20,000-op chain). Reference counting still frees what is dropped."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -654,7 +655,17 @@ def gc_paused():
             gc.enable()
 
 
-@gc_paused()
+def without_gc(fn):
+    """`fn` run inside gc_paused(). Not contextlib's decorator: its wrapper's frame (contextlib.py) would be
+    the first frame outside minigrad, and every node made inside would say it was defined there."""
+    @functools.wraps(fn)
+    def paused(*args, **kwargs):
+        with gc_paused():
+            return fn(*args, **kwargs)
+    return paused
+
+
+@without_gc
 def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
     """Add the backward graph of sum(ys) to the same graph; return d/dx for each x in xs.
 

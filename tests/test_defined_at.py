@@ -33,6 +33,22 @@ def test_nodes_know_where_they_were_built():
     assert mg.graph.where_text(c.node) == f'defined at {HERE}:{line}'
 
 
+def test_gradient_and_compiler_nodes_name_the_learners_line():
+    """mg.gradients and mg.compile run with the collector paused: their wrapper must not be taken for the
+    learner's code (it was contextlib.py:81, shown on hover in lesson 05)."""
+    g = mg.Graph()
+    with g.as_default():
+        w, x, b = (mg.placeholder(mg.float32, (3,), name=n) for n in 'wxb')
+        y = w * x + b
+        line = _line() + 1
+        gw, = mg.gradients(y.sum(), [w])
+    assert gw.node.where == (__file__, line)
+    line = _line() + 1
+    prog = mg.compile(y, [w, x, b])
+    fma, = [n for n in prog.graph.nodes if n.op == 'fma']
+    assert fma.where == (__file__, line)
+
+
 @pytest.mark.parametrize('backend', ['numpy', 'numba'])
 def test_session_and_program_errors_name_the_line(backend):
     if backend == 'numba' and not mg.compiler.kernels.available():

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 
 from ..errors import FeedError, GraphError
-from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, gc_paused, needed_nodes, one_graph
+from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, without_gc, needed_nodes, one_graph
 from . import rules     # noqa: F401  (first: fills the compiler fields of the primitives' records)
 from .cse import cse
 from .fold import fold_constants
@@ -112,7 +112,7 @@ def _backend(backend) -> str:
     return backend
 
 
-@gc_paused()
+@without_gc
 def compile(outputs, inputs=(), passes=None, *, input_shapes=None, backend=None) -> Program:
     """Compile the sub-graph computing `outputs` from the placeholders `inputs` (in call order).
 
