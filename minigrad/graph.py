@@ -641,27 +641,21 @@ core.hooks.graph_apply = graph_apply
 
 
 # ------------------------------------------------------------------ symbolic gradients
-@contextlib.contextmanager
-def gc_paused():
-    """No cyclic garbage collection inside: while a big graph is built or compiled, each full collection
-    scans every node made so far, so they cost time quadratic in the graph's size (2/3 of compiling a
-    20,000-op chain). Reference counting still frees what is dropped."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def without_gc(fn):
-    """`fn` run inside gc_paused(). Not contextlib's decorator: its wrapper's frame (contextlib.py) would be
-    the first frame outside minigrad, and every node made inside would say it was defined there."""
+    """`fn` run with the cyclic garbage collector paused: while a big graph is built or compiled, each full
+    collection scans every node made so far, so they cost time quadratic in the graph's size (2/3 of
+    compiling a 20,000-op chain). Reference counting still frees what is dropped. (Not contextlib's
+    decorator: its frame would be the first outside minigrad, and nodes made inside would say they were
+    defined in contextlib.py.)"""
     @functools.wraps(fn)
     def paused(*args, **kwargs):
-        with gc_paused():
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
             return fn(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
     return paused
 
 

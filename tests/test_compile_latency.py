@@ -52,19 +52,22 @@ def test_atomic_rolls_back_names_through_a_journal():
 
 
 
-def test_gc_paused_restores_the_collector_also_on_error():
+def test_without_gc_restores_the_collector_also_on_error():
     import gc
-    from minigrad.graph import gc_paused
+    from minigrad.graph import without_gc
+
+    @without_gc
+    def inside(fail):
+        assert not gc.isenabled()
+        if fail:
+            raise ValueError('inside')
     assert gc.isenabled()
     with pytest.raises(ValueError):
-        with gc_paused():
-            assert not gc.isenabled()
-            raise ValueError('inside')
+        inside(True)
     assert gc.isenabled()
     gc.disable()
     try:
-        with gc_paused():
-            pass
+        inside(False)
         assert not gc.isenabled()           # the user's choice stays
     finally:
         gc.enable()
