@@ -57,8 +57,9 @@ CEILINGS = {'teaching core': (2150, 2534 + 25 + 9 + 6 + 2 + 2), 'tape reading pa
 # issue 37, fourth session (+2 +2 graph.py, +17 +3 engine): without_gc wraps mg.gradients and mg.compile in
 # a frame of minigrad's own (+2: contextlib's decorator frame was taken for the learner's line); verify's
 # common case (recorded avals equal the rule's) skips the np.dtype calls (+2); fuse.py +10: a full group
-# continues in the group its overflow opened (_open_piece: the 20,000-op chain's 10,305 kernels became 938); rewrite.py +4: uniform() reads a scalar
-# constant in Python, rewrite_pass looks for sub-graphs once; kernels.py +1 (comments only when read).
+# continues in the group its overflow opened (_open_piece: the 20,000-op chain's 10,305 kernels became 938);
+# rewrite.py +4: uniform() reads a scalar constant in Python, rewrite_pass looks for sub-graphs once;
+# kernels.py +1 (comments only when read).
 # issue 37 (third session, the + terms above): graph.py +25 (gc_paused around mg.gradients and mg.compile; verify
 # runs each distinct shape-rule call once: _rule_key), dtypes.py +7 (np.iinfo's bounds cached), compiler +1;
 # the tape vs PyTorch eager (+9 / +8): ops.py's matmul impl (a K=1 product as an outer product) and where's
