@@ -70,6 +70,18 @@ def peak_bytes(f) -> int:
 
 
 # ------------------------------------------------------------------ chain of 30 elementwise ops
+def autograd_step(params, loss):
+    """A benchmark variant for an autograd (minigrad's tape, PyTorch): clear the gradients of `params`,
+    build ``loss()``, run its backward pass; returns the loss."""
+    def step():
+        for p in params:
+            p.grad = None
+        out = loss()
+        out.backward()
+        return out
+    return step
+
+
 def chain_loss(y, ws, bs, relu):
     """The chain case's forward pass in any framework: ten y = relu(y * w + b), then the sum."""
     for w, b in zip(ws, bs):
@@ -116,13 +128,7 @@ def chain_variants(x, ws, bs) -> dict:
     tb = [mg.tensor(b, requires_grad=True) for b in bs]
     tx = mg.tensor(x)
 
-    def tape_step():
-        for p in tw + tb:
-            p.grad = None
-        loss = chain_loss(tx, tw, tb, mg.relu)
-        loss.backward()
-        return loss
-
+    tape_step = autograd_step(tw + tb, lambda: chain_loss(tx, tw, tb, mg.relu))
     g = mg.Graph()
     with g.as_default():
         px = mg.placeholder(mg.float32, (n, n), name='x')
@@ -146,14 +152,7 @@ def _chain_torch(x, ws, bs):
     Tx = torch.from_numpy(x)
     Tw = [torch.from_numpy(w).requires_grad_() for w in ws]
     Tb = [torch.from_numpy(b).requires_grad_() for b in bs]
-
-    def torch_step():
-        for p in Tw + Tb:
-            p.grad = None
-        loss = chain_loss(Tx, Tw, Tb, torch.relu)
-        loss.backward()
-        return loss
-    return {'torch': torch_step}
+    return {'torch': autograd_step(Tw + Tb, lambda: chain_loss(Tx, Tw, Tb, torch.relu))}
 
 
 # ------------------------------------------------------------------ python -m minigrad.bench

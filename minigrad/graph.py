@@ -382,7 +382,7 @@ class Graph:
             if problem:         # the message (which formats the node) is only built for a bad node
                 raise GraphError(f'verify: node `{self.format_node(node)}` {problem}')
             defined.update(map(id, node.outputs))
-            for v in node.params.values() if node.params else ():
+            for v in node.params.values():
                 if isinstance(v, Graph):
                     v.verify(rules)
         for o in self.outputs:
@@ -478,7 +478,7 @@ def _rule_key(prim, ins, params):
 
 
 def _rule_params(node):
-    return {k: v for k, v in node.params.items() if not k.startswith('_')} if node.params else {}
+    return {k: v for k, v in node.params.items() if not k.startswith('_')}
 
 
 def shapes_compatible(recorded, rule) -> bool:

@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 import minigrad as mg
-from minigrad.bench import NUMBA, chain_arrays, chain_loss, chain_variants, compiled_variants, peak_bytes, timeit, torch
+from minigrad.bench import NUMBA, autograd_step, chain_arrays, chain_loss, chain_variants, compiled_variants, peak_bytes, timeit, torch
 
 try:
     os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
@@ -206,13 +206,7 @@ def tanh_chain_case(n, rng, layers=10):
         return loss, gw, gb
 
     tw, tb, tx = [mg.tensor(w, requires_grad=True) for w in ws], [mg.tensor(b, requires_grad=True) for b in bs], mg.tensor(x)
-
-    def tape_step():
-        for p in tw + tb:
-            p.grad = None
-        loss = chain_loss(tx, tw, tb, mg.tanh)
-        loss.backward()
-        return loss
+    tape_step = autograd_step(tw + tb, lambda: chain_loss(tx, tw, tb, mg.tanh))
     outs, ins = tanh_chain_graph(n, layers)
     variants = {'numpy': numpy_step, 'tape': tape_step, **compiled_variants(outs, ins, [x] + ws + bs)}
     ref = numpy_step()
@@ -223,14 +217,7 @@ def tanh_chain_case(n, rng, layers=10):
             np.testing.assert_allclose(got[1], ref[1][-1], rtol=1e-4, atol=1e-5)
     if torch is not None:
         Tx, Tw, Tb = torch.from_numpy(x), *([torch.from_numpy(a).requires_grad_() for a in v] for v in (ws, bs))
-
-        def torch_step():
-            for p in Tw + Tb:
-                p.grad = None
-            loss = chain_loss(Tx, Tw, Tb, torch.tanh)
-            loss.backward()
-            return loss
-        variants['torch'] = torch_step
+        variants['torch'] = autograd_step(Tw + Tb, lambda: chain_loss(Tx, Tw, Tb, torch.tanh))
     if jax is not None:
         variants['jax'] = jax_variant(jax.value_and_grad(lambda ws, bs, x: chain_loss(x, ws, bs, jnp.tanh),
                                                          argnums=(0, 1)), ws, bs, x)

@@ -132,7 +132,7 @@ def rebuild(graph: Graph, rewrite=None, sub_pass=None, shapes=None) -> Graph:
     for node in graph.nodes:
         ins = [env[id(i)] for i in node.inputs]
         params = node.params
-        if sub_pass is not None and params and subgraphs(params):
+        if sub_pass is not None and subgraphs(params):
             params = {k: _sub(sub_pass, v, env, new) if isinstance(v, Graph) else v for k, v in params.items()}
         res = rewrite(node, ins, new) if rewrite is not None else None
         if isinstance(res, Symbol):          # zip() would iterate over the Symbol's elements
@@ -162,7 +162,7 @@ def _sub(pass_fn, sub: Graph, outer_env, parent) -> Graph:
 
 def unchanged(graph: Graph) -> bool:
     """May a pass that found nothing to do return `graph` itself? (Not if sub-graphs must be visited.)"""
-    return not any(n.params and subgraphs(n.params) for n in graph.nodes)
+    return not any(subgraphs(n.params) for n in graph.nodes)
 
 
 def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:

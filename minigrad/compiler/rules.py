@@ -169,9 +169,10 @@ P.broadcast_to.kernel = lambda a, params, ctx: a[0]
 # a reduction of a kernel's result, accumulated by that kernel (lower.py absorbs it): combine (accumulator,
 # element) from the unit; a sum only over the leading axis (numpy's order), a max (any order) over any one axis
 P.sum_.kernel, P.sum_.unit = (lambda a, params, ctx: f'{a[0]} + {a[1]}'), -0.0
-P.max_.kernel = lambda a, params, ctx: f'{a[0]} if {a[0]} >= {a[1]} or {a[0]} != {a[0]} else {a[1]}'
-P.max_.unit = -np.inf
-ANY_ORDER = frozenset({P.max_})      # reductions whose result does not depend on the order of the elements
+P.max_.kernel, P.max_.unit = P.maximum.kernel, -np.inf     # nan wins; a tie takes the later element, as numpy
+# reductions whose result does not depend on the order of the elements (but the sign of a zero max: numpy's
+# own SIMD reduction takes either zero of a tie)
+ANY_ORDER = frozenset({P.max_})
 
 
 def _approx(name):
