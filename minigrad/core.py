@@ -61,7 +61,7 @@ class Primitive:
 
     def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None, *,
                  kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
-                 saves_inputs: bool = True,
+                 saves_inputs: bool | tuple = True,
                  multiple_results: bool = False, doc: str = '', ufunc: str | None = None, view=False,
                  emit: Callable | None = None, unit=None, zero=None, compose: Callable | None = None,
                  lower: Callable | None = None, decompose: Callable | None = None, match: Callable | None = None,
@@ -77,11 +77,17 @@ class Primitive:
             raise MinigradError(f'Primitive {name!r}: ufunc must name a numpy ufunc (such as \'add\'), got {ufunc!r}')
         self.name, self.impl, self.shape_rule, self.vjp, self.kind = name, impl, shape_rule, vjp, kind
         self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
-        self.saves_inputs = saves_inputs        # False: the VJP reads only the output (an input may change after)
+        # True: the VJP reads every input's value; False: none, only their shapes and dtypes (an input may
+        # change after, and the tape may keep a stand-in); a tuple: the inputs it reads (where: the condition)
+        self.saves_inputs = saves_inputs
         self.doc, self.ufunc, self.view, self.emit = doc, ufunc, view, emit
         self.unit, self.zero, self.compose, self.lower = unit, zero, compose, lower
         self.decompose, self.match, self.jvp, self.onnx, self.kernel = decompose, match, jvp, onnx, kernel
         self.batch = batch                      # vmap's rule (batching.py fills the built-in ones)
+
+    def reads_input(self, k: int) -> bool:
+        """Whether the VJP reads input k's value, not only its shape and dtype (``saves_inputs``)."""
+        return self.saves_inputs is True or (self.saves_inputs is not False and k in self.saves_inputs)
 
     def is_view(self, params) -> bool:
         return self.view(params) if callable(self.view) else bool(self.view)

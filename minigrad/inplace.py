@@ -95,7 +95,7 @@ def check_saved(order):
     since the op was recorded."""
     for node in order:
         saved = node.saved or ()        # freed: backward reports that itself
-        for k, v in enumerate([*(saved if node.prim.saves_inputs else [None] * len(saved)), node.out]):
+        for k, v in enumerate([*(v if node.prim.reads_input(j) else None for j, v in enumerate(saved)), node.out]):
             entry = stale.get(id(v))
             if entry is None or entry.array() is not v or node.seq >= entry.since:
                 continue

@@ -214,7 +214,7 @@ def _where_vjp(n, g, out, c, x, y):
     return None, gx, gy                     # the condition gets no gradient
 
 
-where = prim('where', _where_impl, _where_rule, _where_vjp, elementwise=True)
+where = prim('where', _where_impl, _where_rule, _where_vjp, elementwise=True, saves_inputs=(0,))
 
 
 def _cmp_rule(*avals, _op):

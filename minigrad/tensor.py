@@ -23,6 +23,11 @@ down without it (factoring out the first two alone cost 17 % at 4x4):
 8. functional.py ``relu``: one ``less`` and one ``where`` straight through ``eager_apply`` (MLP);
 9. ops.py ``_matmul_impl``: a K=1 product (``x.T @ g``, an outer product) as a broadcast multiply, bit-for-bit
    (MLP step at batch 1: numpy's matmul takes a non-BLAS loop there, 4x slower at 784x256).
+
+One memory rule (not a shortcut: PyTorch's tape keeps no such input either): an op whose result has 64 KiB
+or more keeps, of the inputs its VJP reads only the shape and dtype of (``saves_inputs``: add's, the x and y
+of where, ...), a stand-in with no memory (``_stand_ins``). Keeping them doubled the chain's live memory and
+its page faults made the tape 1.4-2x slower at 256x256 and 1024x1024.
 """
 from __future__ import annotations
 
@@ -329,9 +334,32 @@ def eager_apply(prim, args, params):
         node.prim, node.params, node.parents, node.saved, node.retained = prim, params, parents, vals, None
         node.out, node.seq = out if prim.saves_out else None, next_seq()
         t._requires_grad = True
+        if out.nbytes >= STAND_IN_BYTES and prim.saves_inputs is not True and not prim.saves_out:
+            node.saved = _stand_ins(prim, vals)     # memory: keep no big input the VJP reads only the shape of
     if state.tapes:
         _record(prim.name, args, params, t)
     return t
+
+
+STAND_IN_BYTES = 1 << 16
+
+
+def _stand_ins(prim, vals) -> tuple:
+    """vals, with each input of STAND_IN_BYTES or more whose value the VJP does not read replaced by a
+    stand-in: an array of its shape and dtype that holds no memory (zero strides, all zeros)."""
+    return tuple([np.ndarray(v.shape, v.dtype, _zero(v.dtype), 0, (0,) * v.ndim)
+                  if type(v) is np.ndarray and v.nbytes >= STAND_IN_BYTES and not prim.reads_input(k) else v
+                  for k, v in enumerate(vals)])
+
+
+@functools.cache
+def _zero(dtype):
+    return np.frombuffer(bytes(dtype.itemsize), dtype)     # read-only: every stand-in of this dtype views it
+
+
+def is_stand_in(v) -> bool:
+    """Whether a value a TapeNode saved is a shape-only stand-in (the tape did not keep its numbers)."""
+    return type(v) is np.ndarray and v.base is not None and v.base is _zero(v.dtype)
 
 
 # speed: the tape's hot path (its per-op cost is what `python -m minigrad.bench` measures as 'tape')

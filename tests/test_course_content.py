@@ -46,7 +46,7 @@ CORRECTIONS = [
     ("05", "An eager tape keeps every array it creates", "PyTorch's autograd is leaner"),
     ("06", "This is what `torch.jit.trace`/`torch.compile`", "guard each graph"),
     ("06", "The `DynamicNet` of lesson 07", "`DynamicNet` of lesson 02"),
-    ("08", "the tape keeps every intermediate", "PyTorch's autograd keeps less"),
+    ("08", "the tape keeps every intermediate", "what each op's backward needs"),
     ("08", "beats the tape by a large factor", "can be slower than the tape"),
     ("09", "the VJP rules of lesson 02", "the VJP rules of lesson 03"),
     ("09", "jumps to the minimum of the local quadratic model", "stationary point"),

@@ -4,7 +4,8 @@ A random program is *data*: a list of instructions (op name, operand indices, pa
 ONE interpreter, `run_program(prog, ns, inputs)`, executes it against an op namespace
 `ns`, so the very same program text runs
 
-* on minigrad Tensors (the dynamic tape, `.backward()`),
+* on minigrad Tensors (the dynamic tape, `.backward()`), also keeping shape-only stand-ins for
+  every input a VJP reads only the shape of (the tape's memory rule, normally for 64 KiB or more),
 * on Symbols: the reference interpreter (`minigrad.interpreter.evaluate`), `mg.Session`,
   `mg.compile` (per backend in BACKENDS), placeholders with unknown (None) dims,
 * through `mg.trace(symbolic=True)`, `mg.trace(symbolic=False)` and `mg.jit`,
@@ -47,6 +48,7 @@ every time.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
@@ -60,6 +62,8 @@ from hypothesis.extra import numpy as hnp
 
 import minigrad as mg
 from minigrad import interpreter
+
+TAPE = importlib.import_module('minigrad.tensor')     # the module (mg.tensor is the function)
 
 JIT_GRAPH_BREAKS = True       # issue 18: jit guards Python branch outcomes and splits graphs there
 
@@ -1086,10 +1090,22 @@ def check_torch(prog, arrays, ref):
     compare_all('tape vs PyTorch', got, want, prog, arrays, tol=TORCH_TOL, signs=False)
 
 
+def run_tape_with_stand_ins(prog, arrays):
+    """The tape keeping a shape-only stand-in for every input its VJP reads only the shape of (the memory
+    rule for arrays of 64 KiB or more, here at every size)."""
+    saved = TAPE.STAND_IN_BYTES
+    TAPE.STAND_IN_BYTES = 0
+    try:
+        return run_tape(prog, arrays)
+    finally:
+        TAPE.STAND_IN_BYTES = saved
+
+
 def run_net(prog, arrays, new, backend, *, with_torch):
     with np.errstate(all='ignore'):
         ref = run_tape(prog, arrays)
         ref_new = run_tape(prog, new)
+        compare_all('tape with stand-ins', run_tape_with_stand_ins(prog, arrays), ref, prog, arrays)
         if with_torch and torch is not None:
             check_torch(prog, arrays, ref)
         check_graph_modes(prog, arrays, new, ref, ref_new, backend)

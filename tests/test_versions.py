@@ -197,3 +197,76 @@ def test_a_freed_graph_still_says_it_was_freed_after_an_in_place_change():
     b += 1                                          # something is stale now
     with pytest.raises(mg.BackwardError, match='second time'):
         y.backward()
+
+
+def test_where_reads_only_its_condition():
+    """where's record says saves_inputs=(0,): poisoning x and y after the forward pass changes no gradient."""
+    c = np.array([[True, False], [False, True], [True, True]])
+    grads = []
+    for poison in (False, True):
+        a, b = (mg.tensor(np.arange(6.0).reshape(3, 2) / k, requires_grad=True) for k in (7, 5))
+        y = mg.where(c, a * 1.0, b * 1.0)
+        if poison:
+            y.grad_fn.saved = [v if k == 0 else np.full_like(v, np.nan) for k, v in enumerate(y.grad_fn.saved)]
+        (y * mg.tensor([[1.0, 2.0]])).sum().backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def _relu_chain(n, layers=10):
+    rng = np.random.default_rng(0)
+    ws = [mg.tensor(rng.standard_normal((n, n)).astype(np.float32), requires_grad=True) for _ in range(layers)]
+    y = mg.tensor(rng.standard_normal((n, n)).astype(np.float32))
+    for w in ws:
+        y = mg.relu(y * w + w)
+    return y, ws
+
+
+def test_the_tape_keeps_stand_ins_for_big_inputs_its_vjps_read_only_the_shape_of():
+    from minigrad.tensor import is_stand_in
+    y, _ = _relu_chain(128, 1)                      # 64 KiB of float32: the memory rule applies
+    where_node = y.grad_fn
+    add_node = where_node.parents[1]
+    assert [is_stand_in(v) for v in where_node.saved] == [False, True, False]      # keeps the condition only
+    assert [is_stand_in(v) for v in add_node.saved] == [True, True]
+    assert add_node.saved[0].shape == (128, 128) and add_node.saved[0].dtype == np.float32
+    assert add_node.saved[0].nbytes == 128 * 128 * 4 and add_node.saved[0].strides == (0, 0)
+    small, _ = _relu_chain(64, 1)                   # 16 KiB: kept as before (drawings show their values)
+    assert not any(is_stand_in(v) for v in [*small.grad_fn.saved, *small.grad_fn.parents[1].saved])
+
+
+def test_the_relu_chain_keeps_what_pytorch_keeps():
+    """Ten relu(y * w + w) layers at 128 x 128 float32 keep per layer the relu result and the bool
+    condition (80 KiB), not also the product and the sum (128 KiB more), until backward."""
+    import tracemalloc
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    y, ws = _relu_chain(128)
+    kept = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    weights = 10 * 64 * 1024 + 64 * 1024            # ws and the input
+    assert kept - weights < 10 * 100 * 1024, kept - weights
+    y.sum().backward()
+    assert ws[0].grad.shape == (128, 128)
+
+
+def test_a_stepper_over_a_graph_with_stand_ins_says_why_it_cannot_show_values():
+    y, _ = _relu_chain(128, 2)
+    with pytest.raises(mg.MinigradError, match='kept only the shape of inputs of 64 KiB'):
+        mg.viz.Stepper(y.sum())
+    svg = mg.draw(y.sum()).source
+    assert 'mean 0, max 0' not in svg
+
+
+def test_an_input_where_reads_only_the_shape_of_may_change_in_place():
+    x = mg.tensor([1.0, -2.0], requires_grad=True)
+    a = x * 1.0
+    y = mg.where(mg.tensor([True, False]), a, 0.0)
+    a += 5.0                                        # where's VJP reads only a's shape: no error
+    y.sum().backward()
+    assert x.grad.tolist() == [1.0, 0.0]
+    b = x * 1.0
+    y = b * 2.0 + mg.where(mg.tensor([True, False]), b, 0.0)
+    b += 5.0                                        # mul's VJP reads b: PyTorch's version check
+    with pytest.raises(mg.BackwardError, match="'mul' saved"):
+        y.sum().backward()

@@ -32,7 +32,7 @@ from ..validate import check_int
 from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..nn import Parameter
-from ..tensor import Tape, TapeNode, Tensor, _tape_order
+from ..tensor import Tape, TapeNode, Tensor, _tape_order, is_stand_in
 from . import vizjs
 from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
 
@@ -372,12 +372,16 @@ def from_tensor(root, need_values=False):
     for node in order:
         if node.saved is not None:
             for p, v in zip(node.parents, node.saved):
-                if type(p) is TapeNode:
+                if type(p) is TapeNode and not is_stand_in(v):
                     vals.setdefault(id(p), v)
     if need_values and any(n.saved is None for n in order):
         raise MinigradError('this graph was freed by backward(), so its intermediate values are gone. Call '
                             'backward(retain_graph=True) (or build the Stepper before backward), or record the ops '
                             'with `with mg.Tape() as tape:` and step through the tape instead.')
+    if need_values and any(is_stand_in(v) for n in order for v in n.saved):
+        raise MinigradError('this graph kept only the shape of inputs of 64 KiB or more that no gradient reads, '
+                            'so their values are gone. Step through a smaller example, or record the ops with '
+                            '`with mg.Tape() as tape:` and step through the tape instead.')
     steps = []
     retained = [n.retained() if n.retained is not None else None for n in order]     # the op's output Tensor
     names = Names([t.name for t in retained + [root] if t is not None and t.name] +
@@ -386,7 +390,7 @@ def from_tensor(root, need_values=False):
         ok = d.key(node, 'o')
         ins, needs, in_vals = [], [], []
         for j, p in enumerate(node.parents):
-            v = node.saved[j] if node.saved is not None else None
+            v = node.saved[j] if node.saved is not None and not is_stand_in(node.saved[j]) else None
             if p is None:
                 k = _const_vertex(d, ok, j, v) if v is not None else None
             elif type(p) is TapeNode:
