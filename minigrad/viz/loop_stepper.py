@@ -69,8 +69,9 @@ class LoopStepper(Player):
             gg = wg.params['grad_graph']
             d.op('vjp', 'body VJP', backward=True)
             ct = [d.data(f'ct{i}', f'grad {names[i]}', s.shape, s.dtype, role='grad') for i, s in fl]
-            invariants = gg.captures[:len(gg.outputs) - len(fl)]
-            inv = [d.data(f'cg{j}', f'grad {outer.name}', role='grad') for j, (outer, _) in enumerate(invariants)]
+            # while_grad's outputs after the loop variables' gradients: one per float value the body reads
+            invariants = [outer for outer, inner in gg.captures if np.dtype(inner.dtype).kind == 'f']
+            inv = [d.data(f'cg{j}', f'grad {outer.name}', role='grad') for j, outer in enumerate(invariants)]
             _edges(d, [(k, 'vjp') for k in ct], 'bwd')
             _edges(d, [('vjp', k) for k in ct], 'back')
             _edges(d, [('vjp', k) for k in inv], 'bwd')
