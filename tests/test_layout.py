@@ -49,14 +49,15 @@ APPARATUS = ['viz', 'checks', 'hints', 'data', 'bench', 'check_notebook']     # 
 CEILINGS = {'teaching core': (2150, 2534 + 25 + 9 + 6 + 2 + 2), 'tape reading path': (1000, 1035 + 9 + 6),
             'static graphs reading path': (1598, 1676 + 25 + 9 + 6 + 2 + 2),     # issue 31's cond/while JVP rules, graph checks (+42)
             'tracing reading path': (957, 1171 + 25 + 2 + 2),            # issue 31's call node and jit guards (+199)
-            'engine': (4900, 6367 + 33 + 8 + 7 + 212 + 12 + 17 + 69 + 3 - 1), 'course apparatus': (1300, 1868 - 34 - 3 - 16)}
+            'engine': (4900, 6367 + 33 + 8 + 7 + 212 + 12 + 17 + 69 + 3 - 1), 'course apparatus': (1300, 1868 - 34 - 3 - 24)}
 # issue 37 item 5 (+69 engine): matmul epilogues (a kernel reads a broadcast's base; reshape/transpose as methods;
 # a column sum or a max of a kernel's result accumulated by the kernel; kernels built after the walk;
 # group emitted as a store; a kernel computed in place reads that input from its result).
 # issue 33: viz -34 lines: dead options and helpers gone (svg_html, fit_width, draw's values=), two tables;
 # bench -3: one autograd_step for the tape's and torch's benchmark steps. Engine -1: max's kernel rule is maximum's.
-# issue 33 (viz2): apparatus -16: LoopStepper builds every frame with one _frame (112 -> 105 lines, 17.3 -> 17.0
-# tokens per line); data.make_spirals removed (no lesson used it).
+# issue 33 (viz2): apparatus -24: LoopStepper builds every frame with one _frame (112 -> 105 lines, 17.3 -> 17.1
+# tokens per line); data.make_spirals removed (no lesson used it); -8: redundant checks and copies in draw,
+# path_stepper, trace_stepper and checks.
 # issue 37, fourth session (+2 +2 graph.py, +17 +3 engine): without_gc wraps mg.gradients and mg.compile in
 # a frame of minigrad's own (+2: contextlib's decorator frame was taken for the learner's line); verify's
 # common case (recorded avals equal the rule's) skips the np.dtype calls (+2); fuse.py +10: a full group
