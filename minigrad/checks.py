@@ -40,11 +40,9 @@ def _plain(value):
     """`value` with numpy scalars as Python numbers, also inside tuples, lists and dicts (no np.float64(..))."""
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, (tuple, list)):
-        return type(value)(_plain(v) for v in value) if type(value) in (tuple, list) else value
-    if type(value) is dict:
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+    if type(value) in (tuple, list):                   # not subclasses (a namedtuple is shown as it is)
+        return type(value)(_plain(v) for v in value)
+    return {k: _plain(v) for k, v in value.items()} if type(value) is dict else value
 
 
 def show(value, width=WIDTH - 12) -> str:

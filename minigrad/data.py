@@ -1,4 +1,4 @@
-"""Tiny 2-D classification data sets generated with numpy (seeded by mg.manual_seed)."""
+"""A tiny 2-D classification data set generated with numpy (seeded by mg.manual_seed): lesson 07's moons."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,14 +21,3 @@ def make_moons(n_samples=200, noise=0.1, dtype=np.float32):
     x = x + noise * rng().standard_normal(x.shape)
     return x.astype(dtype), y
 
-
-def make_spirals(n_samples=300, n_classes=3, noise=0.2, dtype=np.float32):
-    """``n_classes`` interleaved spiral arms (the CS231n toy set): x (n, 2), y (n,) int64."""
-    per = n_samples // n_classes
-    xs, ys = [], []
-    for c in range(n_classes):
-        r = np.linspace(0.0, 1.0, per)
-        t = np.linspace(c * 4.0, (c + 1) * 4.0, per) + noise * rng().standard_normal(per)
-        xs.append(np.stack([r * np.sin(t), r * np.cos(t)], 1))
-        ys.append(np.full(per, c, np.int64))
-    return np.concatenate(xs).astype(dtype), np.concatenate(ys)

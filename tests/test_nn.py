@@ -359,12 +359,6 @@ def test_moons_classifier_compiled():
     assert acc >= 0.95 and history.losses[-1] < 0.1
 
 
-def test_spirals_data():
-    mg.manual_seed(0)
-    x, y = mg.data.make_spirals(300, n_classes=3)
-    assert x.shape == (300, 2) and x.dtype == np.float32 and np.bincount(y).tolist() == [100, 100, 100]
-
-
 def test_progress_bar_in_a_notebook(monkeypatch, capsys):
     monkeypatch.setattr(nn, '_in_notebook', lambda: True)
     mg.manual_seed(0)

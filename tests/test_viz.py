@@ -477,6 +477,17 @@ def test_loop_stepper_pushes_and_pops_like_the_while_node():
     assert {f.kind for f in forward_only.frames} == {'start', 'forward'} and len(forward_only.stack) == 4
     with pytest.raises(mg.MinigradError, match='while_loop'):
         mg.viz.LoopStepper(v0)
+    # the body also reads an int (no gradient): the invariant gradient drawn is the float value's, by its name
+    g3 = mg.Graph()
+    with g3.as_default():
+        w0, step, c = (mg.placeholder(dt, shape=(), name=nm) for dt, nm in
+                       [(mg.float64, 'w0'), (mg.int64, 'step'), (mg.float64, 'c')])
+        _, w_end = mg.while_loop(lambda i, w: i < 3, lambda i, w: (i + step, w * c), [mg.constant(0, name='i'), w0])
+        mg.gradients(w_end, [w0, c])
+    s3 = mg.viz.LoopStepper(w_end, {w0: 1.0, step: 1, c: 2.0})
+    drawn = s3.graph_layout.drawing.vertices
+    assert [drawn[k]['name'] for k in s3.frames[-1].values if k.startswith('cg')] == ['grad c']
+    assert s3.frames[-1].values['cg0'] == s3.invariant_grads[0] == 12.0       # d(w0 * c**3)/dc at c = 2
 
 
 def test_trace_stepper_grows_the_graph_in_call_order():

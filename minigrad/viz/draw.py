@@ -151,10 +151,8 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
     if title:
         dot.attr(label=f'<{esc(title)}>')
     keys = list(d.vertices)
-    hidden = set()
-    if max_nodes is not None and len(keys) > max_nodes:
-        # keep the end of the graph (the outputs), plus anything highlighted
-        hidden = set(keys[:len(keys) - max_nodes]) - hl
+    # over max_nodes: keep the end of the graph (the outputs), plus anything highlighted
+    hidden = set(keys[:-max_nodes]) - hl if max_nodes is not None and len(keys) > max_nodes else set()
     shown = [k for k in keys if k not in hidden]
     clusters, colors = {}, {}
     for k in shown:
@@ -310,8 +308,6 @@ def digraph_class():
         def _repr_mimebundle_(self, include=None, exclude=None, **_):
             kinds = [k for k in ('image/svg+xml', 'text/html', 'text/plain')
                      if (include is None or k in include) and k not in (exclude or ())]
-            if not kinds:
-                return {}
             svg = render_svg(self) if set(kinds) - {'text/plain'} else None
             found = {'image/svg+xml': svg, 'text/html': svg, 'text/plain': repr(self)}
             # Live, the HTML copy is shown: inline SVG keeps hover titles and fits the cell. Untrusted (a fresh

@@ -28,47 +28,32 @@ class LoopStepper(Player):
         if node is None or node.prim is not WHILE:
             raise MinigradError('LoopStepper: pass an output of mg.while_loop (e.g. the first loop variable)')
         graph, cg, bg = result.graph, node.params['cond_graph'], node.params['body_graph']
-        n, nc = len(bg.inputs), len(cg.captures)
         feeds = {id(k): np.asarray(v) for k, v in (feed_dict or {}).items()}
-        args = evaluate(graph, list(node.inputs), feeds)
-        stack, states = _run_loop(cg, bg, list(args[:n]), args[n:n + nc], args[n + nc:], max_iterations)
-        self.stack, self.states = stack, states
-        self._names = list(names or [s.name for s in node.inputs[:n]])
-        d, lv, slots, push = self._draw_forward(cg, bg, len(stack))
+        self.stack, self.states = _run_loop(cg, bg, evaluate(graph, list(node.inputs), feeds), max_iterations)
+        self._names = list(names or [s.name for s in node.inputs[:len(bg.inputs)]])
+        # the loop variables at the start of each iteration and at the end, as text; stack[k] holds states[k]
+        self._texts = [', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(self._names, state))
+                       for state in self.states]
         # backward: the while_grad node's grad_graph, applied to each popped entry
         wg = next((m for m in graph.nodes if m.prim is WHILE_GRAD and m.inputs[0] is node.outputs[-1]), None)
-        fl = [i for i in range(n) if np.dtype(bg.inputs[i].dtype).kind == 'f']
-        bw = self._draw_backward(d, graph, wg, bg, feeds, fl, slots) if wg is not None else dict(pop=[], keys=set())
-        base = set(range(len(d.edges))) - set(push) - set(bw['pop'])
-        self._lv, self._slots = lv, slots
-        hidden_all = set(slots) | bw['keys']
-        frames = [Frame('start', f'Before the loop: {self._state_text(states[0])}. The stack is empty.', set(lv),
-                        self._values_at(states[0], 0), hidden=hidden_all, shown_edges=base)]
-        for k in range(len(stack)):
-            frames.append(Frame('forward', f'Iteration {k + 1}: cond is true, so the loop pushes '
-                                f'({self._state_text(stack[k])}) on the stack as stack[{k}], then runs the body: now '
-                                f'{self._state_text(states[k + 1])}.', {slots[k], 'body', push[k], *lv},
-                                self._values_at(states[k + 1], k + 1),
-                                hidden=hidden_all - set(slots[:k + 1]), shown_edges=base | {push[k]}))
-        frames.append(Frame('forward', f'cond is false for ({self._state_text(states[-1])}): the loop ends after '
-                            f'{len(stack)} iterations. The stack keeps every iteration\'s inputs for the backward '
-                            f'pass.', {'cond', *lv}, self._values_at(states[-1], len(stack)),
-                            hidden=hidden_all - set(slots), shown_edges=base))
+        d = self._draw(cg, bg, wg)
+        frames = self._forward()
         # grads: w.r.t. the initial float loop variables; invariant_grads: w.r.t. float values the body reads
-        self.grads, self.invariant_grads = (self._backward_frames(frames, bw, stack, states, fl, base)
-                                            if wg is not None else (None, None))
+        self.grads, self.invariant_grads = self._backward(frames, graph, wg, feeds) if wg is not None else (None, None)
         self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
 
-    def _state_text(self, vals):
-        return ', '.join(f'{nm} = {preview(v, 12)}' for nm, v in zip(self._names, vals))
+    def _frame(self, kind, caption, keys, filled, edge=None, grads=None):
+        """A frame with the bottom `filled` stack slots and `edge` drawn, the loop variables as they were when
+        the stack was that high (at the end, with `grads`, in the backward pass)."""
+        slots, edges, forward = self._slots, set() if edge is None else {edge}, grads is None
+        values = dict(zip(self._lv, self.states[filled if forward else -1]))
+        values.update(zip(slots[:filled], self._texts), **(grads or {}))
+        hidden = set(slots[filled:]) | (self._unseen if forward else set())
+        return Frame(kind, caption, set(keys) | edges, values, hidden=hidden, shown_edges=self._base | edges)
 
-    def _values_at(self, vals, upto, extra=None):
-        slots = {s: self._state_text(v) for s, v in zip(self._slots[:upto], self.stack)}   # what each holds
-        return {**dict(zip(self._lv, vals)), **slots, **(extra or {})}
-
-    def _draw_forward(self, cg, bg, depth):
-        """The loop variables, cond, body and a stack of `depth` slots; returns them and the push edges."""
-        names, d = self._names, Drawing()
+    def _draw(self, cg, bg, wg):
+        """The loop variables, cond, body, a stack slot per iteration and, with a gradient, the body's VJP."""
+        names, d, ct, inv, pop = self._names, Drawing(), [], [], []
         lv = [d.data(f'lv{i}', names[i], s.shape, s.dtype, role='leaf') for i, s in enumerate(bg.inputs)]
         ops = lambda g: ', '.join(dict.fromkeys(m.op for m in g.nodes if m.prim not in (PLACEHOLDER, CONSTANT)))
         d.op('cond', 'cond', detail=ops(cg))
@@ -76,51 +61,60 @@ class LoopStepper(Player):
         _edges(d, [(k, op) for k in lv for op in ('cond', 'body')])
         _edges(d, [('body', k) for k in lv], 'back')
         d.clusters['stack'] = dict(label='stack (newest on top)', color='#c07000')
-        slots = [d.data(f'slot{k}', f'stack[{k}]', None, None, role='value', cluster='stack') for k in range(depth)]
+        slots = [d.data(f'slot{k}', f'stack[{k}]', role='value', cluster='stack') for k in range(len(self.stack))]
         _edges(d, zip(slots[1:], slots), 'invis')      # newest on top
         push = _edges(d, [('body', k) for k in slots], 'flow', 'push')
-        return d, lv, slots, push
+        fl = [(i, s) for i, s in enumerate(bg.inputs) if np.dtype(s.dtype).kind == 'f']    # the float loop variables
+        if wg is not None:
+            gg = wg.params['grad_graph']
+            d.op('vjp', 'body VJP', backward=True)
+            ct = [d.data(f'ct{i}', f'grad {names[i]}', s.shape, s.dtype, role='grad') for i, s in fl]
+            # while_grad's outputs after the loop variables' gradients: one per float value the body reads
+            invariants = [outer for outer, inner in gg.captures if np.dtype(inner.dtype).kind == 'f']
+            inv = [d.data(f'cg{j}', f'grad {outer.name}', role='grad') for j, outer in enumerate(invariants)]
+            _edges(d, [(k, 'vjp') for k in ct], 'bwd')
+            _edges(d, [('vjp', k) for k in ct], 'back')
+            _edges(d, [('vjp', k) for k in inv], 'bwd')
+            pop = _edges(d, [(k, 'vjp') for k in slots], 'bwd', 'pop')
+        self._lv, self._slots, self._push, self._pop, self._ct, self._inv = lv, slots, push, pop, ct, inv
+        self._float_names = [names[i] for i, _ in fl]
+        self._unseen = {'vjp', *ct, *inv} if wg is not None else set()      # hidden until the backward pass
+        self._base = set(range(len(d.edges))) - set(push) - set(pop)         # shown in every frame
+        return d
 
-    def _draw_backward(self, d, graph, wg, bg, feeds, fl, slots) -> dict:
-        """The body's VJP popping the stack; returns what the backward frames need."""
-        names, gg = self._names, wg.params['grad_graph']
-        n_ct = len(wg.inputs) - 1 - len(gg.captures)
-        vals = evaluate(graph, list(wg.inputs[1:]), feeds)
-        d.op('vjp', 'body VJP', backward=True)
-        ct = [d.data(f'ct{i}', f'grad {names[i]}', bg.inputs[i].shape, bg.inputs[i].dtype, role='grad') for i in fl]
-        cap_names = [outer.name for outer, _ in gg.captures]
-        inv = [d.data(f'cg{j}', f'grad {cap_names[j]}', None, None, role='grad') for j in range(len(gg.outputs) - n_ct)]
-        _edges(d, [(k, 'vjp') for k in ct], 'bwd')
-        _edges(d, [('vjp', k) for k in ct], 'back')
-        _edges(d, [('vjp', k) for k in inv], 'bwd')
-        pop = _edges(d, [(k, 'vjp') for k in slots], 'bwd', 'pop')
-        return dict(gg=gg, n_ct=n_ct, cts=list(vals[:n_ct]), caps=vals[n_ct:], ct=ct, inv=inv, pop=pop,
-                    keys={'vjp', *ct, *inv})
+    def _forward(self):
+        """The frames of the loop running forward."""
+        lv, slots, texts, depth = self._lv, self._slots, self._texts, len(self.stack)
+        frames = [self._frame('start', f'Before the loop: {texts[0]}. The stack is empty.', lv, 0)]
+        for k in range(depth):
+            frames.append(self._frame('forward', f'Iteration {k + 1}: cond is true, so the loop pushes ({texts[k]}) '
+                                      f'on the stack as stack[{k}], then runs the body: now {texts[k + 1]}.',
+                                      {slots[k], 'body', *lv}, k + 1, self._push[k]))
+        frames.append(self._frame('forward', f'cond is false for ({texts[-1]}): the loop ends after {depth} '
+                                  f'iterations. The stack keeps every iteration\'s inputs for the backward pass.',
+                                  {'cond', *lv}, depth))
+        return frames
 
-    def _backward_frames(self, frames, bw, stack, states, fl, base):
+    def _backward(self, frames, graph, wg, feeds):
         """Pop the stack, last first, running the body's VJP at each saved state; returns the gradients."""
-        names, slots, ct, inv, pop, n_ct = self._names, self._slots, bw['ct'], bw['inv'], bw['pop'], bw['n_ct']
-        cts, acc = bw['cts'], None
+        slots, ct, inv, names = self._slots, self._ct, self._inv, self._float_names
+        vals = evaluate(graph, list(wg.inputs[1:]), feeds)
+        cts, caps, acc = list(vals[:len(ct)]), vals[len(ct):], None
 
-        def grads_at(cts, acc):
-            return {**dict(zip(ct, cts)), **dict(zip(inv, acc or [0.0] * len(inv)))}
-        gname = ', '.join(f'grad {names[i]} = {preview(c)}' for i, c in zip(fl, cts))
-        frames.append(Frame('backward', f'Backward: the gradient arriving at the loop\'s result: {gname}.',
-                            set(ct), self._values_at(states[-1], len(stack), grads_at(cts, acc)),
-                            hidden=set(), shown_edges=base))
-        for k in reversed(range(len(stack))):
-            res = run_graph(bw['gg'], [*stack[k], *cts], bw['caps'])
-            before, cts, new = cts, list(res[:n_ct]), list(res[n_ct:])
+        def frame(caption, keys, filled, edge=None):
+            grads = {**dict(zip(ct, cts)), **dict(zip(inv, acc or [0.0] * len(inv)))}
+            frames.append(self._frame('backward', caption, keys, filled, edge, grads))
+        arriving = ', '.join(f'grad {nm} = {preview(c)}' for nm, c in zip(names, cts))
+        frame(f'Backward: the gradient arriving at the loop\'s result: {arriving}.', ct, len(slots))
+        for k in reversed(range(len(slots))):
+            before, res = cts, run_graph(wg.params['grad_graph'], [*self.stack[k], *cts], caps)
+            cts, new = list(res[:len(ct)]), list(res[len(ct):])
             acc = new if acc is None else [a + b for a, b in zip(acc, new)]
-            change = ', '.join(f'grad {names[i]} {preview(a)} → {preview(b)}' for i, a, b in zip(fl, before, cts))
-            frames.append(Frame('backward', f'Pop stack[{k}] ({self._state_text(stack[k])}): the body\'s VJP at exactly '
-                                f'that iteration\'s inputs turns {change}.', {slots[k], 'vjp', pop[k], *ct, *inv},
-                                self._values_at(states[-1], k + 1, grads_at(cts, acc)),
-                                hidden=set(slots[k + 1:]), shown_edges=base | {pop[k]}))
-        done = ', '.join(f'd(result)/d({names[i]} at the start) = {preview(c)}' for i, c in zip(fl, cts))
-        frames.append(Frame('backward', f'The stack is empty: {done}; this is what mg.gradients returns.',
-                            set(ct) | set(inv), self._values_at(states[-1], 0, grads_at(cts, acc)),
-                            hidden=set(slots), shown_edges=base))
+            change = ', '.join(f'grad {nm} {preview(a)} → {preview(b)}' for nm, a, b in zip(names, before, cts))
+            frame(f'Pop stack[{k}] ({self._texts[k]}): the body\'s VJP at exactly that iteration\'s '
+                  f'inputs turns {change}.', {slots[k], 'vjp', *ct, *inv}, k + 1, self._pop[k])
+        done = ', '.join(f'd(result)/d({nm} at the start) = {preview(c)}' for nm, c in zip(names, cts))
+        frame(f'The stack is empty: {done}; this is what mg.gradients returns.', {*ct, *inv}, 0)
         return cts, acc
 
 
@@ -132,8 +126,11 @@ def _edges(d: Drawing, ends, style='fwd', label=None) -> list[int]:
     return list(range(first, len(d.edges)))
 
 
-def _run_loop(cg, bg, state, ccap, bcap, max_iterations):
-    """Run cond and body like the while node does, pushing the loop variables before each body run."""
+def _run_loop(cg, bg, args, max_iterations):
+    """Run cond and body like the while node does (on its inputs `args`), pushing the loop variables before
+    each body run."""
+    n, nc = len(bg.inputs), len(cg.captures)
+    state, ccap, bcap = list(args[:n]), args[n:n + nc], args[n + nc:]
     stack, states = [], [list(state)]
     while bool(np.asarray(run_graph(cg, state, ccap)[0]).reshape(-1)[0]):
         if len(stack) >= max_iterations:

@@ -2,8 +2,6 @@
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from ..errors import MinigradError, InputError
@@ -45,11 +43,11 @@ class PathStepper(Player):
                                         f'exponentially with depth, which is why backward() never lists them')
                 continue
             for n_in, n_out, s in reversed(nxt.get(k, [])):
-                todo.append((s.outs[0], keys + [s.key, s.outs[0]], edges + [n_in, n_out], factors + [local[n_in]]))
+                out = s.outs[0]
+                todo.append((out, keys + [s.key, out], edges + [n_in, n_out], factors + [local[n_in]]))
         y, x = vertex_name(d, root_key), vertex_name(d, start)
-        labelled = copy.copy(d)
-        labelled.edges = [(a, b, st, f'∂ {local[n]:.4g}' if n in local else lab)
-                          for n, (a, b, st, lab) in enumerate(d.edges)]
+        d.edges = [(a, b, st, f'∂ {local[n]:.4g}' if n in local else lab)      # each edge into an op: its ∂
+                   for n, (a, b, st, lab) in enumerate(d.edges)]
         everything = set(d.vertices)
         frames = [Frame('start', f'Each edge into an op is labelled with its local derivative ∂. ∂{y}/∂{x} is the '
                         f'sum, over every path from {x} up to {y}, of the product of the ∂ labels along the path. '
@@ -69,7 +67,7 @@ class PathStepper(Player):
                             f'= ∂{y}/∂{x}, the number backward() puts in {x}.grad.', on_paths,
                             dim=everything - {k for k in on_paths if isinstance(k, str)}, contribution=total))
         self.total = total
-        self._setup(frames, Layout(labelled, frames, max_nodes=max_nodes))
+        self._setup(frames, Layout(d, frames, max_nodes=max_nodes))
 
 
 def _local_derivatives(d, steps):

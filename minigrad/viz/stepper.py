@@ -40,8 +40,8 @@ class Stepper(Player):
 
     def __init__(self, obj, feed_dict=None, fetch=None, root=None, max_nodes=150):
         d, steps, root_key = from_tape_or_tensor(obj, root, 'Stepper') or self._from_graph(obj, feed_dict, fetch)
-        values = {k: v['value'] for k, v in d.vertices.items() if v['kind'] == 'data' and v['value'] is not None
-                  and v['role'] in ('leaf', 'param', 'constant', 'placeholder')}
+        values = {k: v['value'] for k, v in d.vertices.items()     # the inputs' values (an op vertex has no role)
+                  if v.get('role') in ('leaf', 'param', 'constant', 'placeholder') and v['value'] is not None}
         frames = _frames(d, steps, values, root_key)
         self._drawing = d
         self._setup(frames, Layout(d, frames, max_nodes), table=True)

@@ -29,12 +29,11 @@ class TraceStepper(Player):
             inner = {c for c in d.clusters if ok is not None and (c == ok or c.startswith(ok + '_'))}
             return keys | {k for k, v in d.vertices.items() if v.get('cluster') in inner}
 
-        first = set().union(*(reveal(m) for m in inputs))
-        shown = set(first)
+        shown = set().union(*(reveal(m) for m in inputs))
         desc = _listed(o for m in inputs for o in m.outputs)
         frames.append(Frame('trace', f'The tracer makes one placeholder per example input: {desc or "none"}; then it '
                             f'calls the function with them. Each op on a Symbol adds a node instead of computing.',
-                            first, hidden=everything - shown))
+                            shown, hidden=everything - shown))       # (a Frame copies its sets)
         for count, m in enumerate((n for n in nodes if n.prim is not PLACEHOLDER), len(inputs) + 1):
             new = reveal(m) - shown
             shown |= new
