@@ -97,6 +97,30 @@ def test_no_temporaries_beyond_the_output(backend):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+def test_between_calls_the_program_holds_no_array_for_a_result_it_handed_out(backend):
+    """Issue 37: a buffer handed to the caller is replaced as the next call starts, when the caller has freed
+    the last results (their memory is reused), not as the call ends (new memory: a page fault per 4 KiB)."""
+    y, ps = relu_chain(100_000)
+    prog = mg.compile(y, ps, backend=backend)
+    xs = [np.random.default_rng(k).standard_normal(100_000).astype(np.float32) for k in range(5)]
+    first = prog(*xs)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    r = prog(*xs)
+    del r
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert held < 4096                  # the old driver held a fresh 400 kB array here
+    dst = np.empty_like(first)
+    prog(*xs, out=dst)                  # out= right after a hand-off, then plain calls again
+    kept = first.copy()
+    again = prog(*[x + 1 for x in xs])
+    np.testing.assert_array_equal(dst, first)
+    np.testing.assert_array_equal(first, kept)
+    assert not np.shares_memory(again, first) and not np.shares_memory(again, dst)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
 def test_out_writes_into_the_callers_arrays(backend):
     outs, ins = chain_grads(n=4, layers=2)
     prog = mg.compile(outs, ins, backend=backend)
