@@ -17,6 +17,7 @@ process loads a kernel in milliseconds instead of compiling it again.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import importlib.util
 import keyword
@@ -226,6 +227,7 @@ void = types.void
 _APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, select\n\n'    # the approximations' intrinsics
 
 
+@functools.lru_cache(maxsize=None)
 def cache_budget() -> int:
     """Half the largest CPU cache in bytes (Linux sysfs), or 4 MiB where it cannot be read: the arrays a
     kernel with approximations may stream and still be interleaved (INTERLEAVE)."""
@@ -267,7 +269,8 @@ def build_kernel(graph, layouts, alias=None) -> Kernel:
     used = set()
     loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used, alias=alias))   # neutral names: one file per loop
     streamed = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in graph.inputs + graph.outputs)
-    ilv = INTERLEAVE if used and streamed <= cache_budget() else None
+    # a loop shorter than four 16-lane vectors has nothing to interleave (and 0-d kernels keep their cache key)
+    ilv = INTERLEAVE if used and np.prod(graph.outputs[0].shape) >= 64 and streamed <= cache_budget() else None
     code = _HEADER + (_APPROX_IMPORT if used else '') + (f'# LLVM: -force-vector-interleave={ilv}\n' if ilv else '') + loop
 
     def src():
