@@ -97,6 +97,30 @@ def test_no_temporaries_beyond_the_output(backend):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+def test_between_calls_the_program_holds_no_array_for_a_result_it_handed_out(backend):
+    """Issue 37: a buffer handed to the caller is replaced as the next call starts, when the caller has freed
+    the last results (their memory is reused), not as the call ends (new memory: a page fault per 4 KiB)."""
+    y, ps = relu_chain(100_000)
+    prog = mg.compile(y, ps, backend=backend)
+    xs = [np.random.default_rng(k).standard_normal(100_000).astype(np.float32) for k in range(5)]
+    first = prog(*xs)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    r = prog(*xs)
+    del r
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert held < 4096                  # the old driver held a fresh 400 kB array here
+    dst = np.empty_like(first)
+    prog(*xs, out=dst)                  # out= right after a hand-off, then plain calls again
+    kept = first.copy()
+    again = prog(*[x + 1 for x in xs])
+    np.testing.assert_array_equal(dst, first)
+    np.testing.assert_array_equal(first, kept)
+    assert not np.shares_memory(again, first) and not np.shares_memory(again, dst)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
 def test_out_writes_into_the_callers_arrays(backend):
     outs, ins = chain_grads(n=4, layers=2)
     prog = mg.compile(outs, ins, backend=backend)
@@ -325,3 +349,31 @@ def test_a_kernel_computed_in_place_reads_its_input_from_its_result():
     np.testing.assert_allclose(prog(xv), want, rtol=1e-5)
     out = np.empty_like(want)
     np.testing.assert_allclose(prog(xv, out=out), want, rtol=1e-5)
+
+
+def _tanh_layer(shape, act):
+    g = mg.Graph()
+    with g.as_default():
+        ps = [mg.placeholder(mg.float32, shape, name=k) for k in 'xwb']
+        return act(ps[0] * ps[1] + ps[2]), ps
+
+
+def test_a_kernel_with_approximations_on_cached_arrays_runs_four_vectors_per_loop_iteration(monkeypatch):
+    """Issue 37: a tanh loop is latency-bound, so LLVM is told to interleave four vectors, only where its
+    arrays fit half the largest cache (from DRAM it was slower); the results stay the same bits."""
+    kernels = mg.compiler.kernels
+    y, ps = _tanh_layer((64, 64), mg.tanh)
+    prog = mg.compile(y, ps, backend='numba')
+    assert [k.interleave for k in prog.kernels] == [kernels.INTERLEAVE] == [4]
+    with open(prog.kernels[0].path) as f:
+        assert '-force-vector-interleave=4' in f.read()
+    assert [k.interleave for k in mg.compile(*_tanh_layer((64, 64), mg.relu), backend='numba').kernels] == [None]
+    n = kernels.cache_budget() // 16 + 1            # four float32 arrays just over the budget
+    assert [k.interleave for k in mg.compile(*_tanh_layer((n,), mg.tanh), backend='numba').kernels] == [None]
+    monkeypatch.setattr(kernels, 'cache_budget', lambda: 0)
+    plain = mg.compile(*_tanh_layer((64, 64), mg.tanh), backend='numba')
+    assert [k.interleave for k in plain.kernels] == [None]
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((64, 64)).astype(np.float32) * 4 for _ in range(3)]
+    xs[0][0, :6] = [np.inf, -np.inf, np.nan, -0.0, 1e-40, 9.5]
+    np.testing.assert_array_equal(prog(*xs).view(np.int32), plain(*xs).view(np.int32))

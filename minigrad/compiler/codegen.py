@@ -151,7 +151,13 @@ class Codegen:
 
     # -- results
     def bind_outputs(self, outputs):
-        """A result with a planned buffer is computed into o_k: that buffer, or with out= the caller's array."""
+        """A result with a planned buffer is computed into o_k: that buffer, or with out= the caller's array.
+        A buffer the last call handed to its caller (None) is replaced first: allocated as the call starts,
+        a fresh array reuses the memory the caller has freed by then (made as the last call ended, while
+        the caller still held its results, it came new from the system: a page fault per 4 KiB, issue 37)."""
+        handed = {v.buf: v for v in outputs if v.kind == 'temp' and v.buf is not None}
+        self.body += [f"if b{b} is None: b{b} = {self.fn('empty')}({v.shape!r}, {self.dtype(v.dtype)})  "
+                      f'# handed to the last caller' for b, v in sorted(handed.items())]
         for k, v in enumerate(outputs):
             if v.kind == 'temp' and v.buf is not None and id(v) not in self.names:
                 self.names[id(v)] = f'o{k}'
@@ -159,8 +165,8 @@ class Codegen:
 
     def returns(self, outputs, single):
         """Every returned value gets its own name, written before the return: the caller owns it.
-        Trap: a buffer handed to the caller is replaced by a fresh one, so a duplicate or alias of
-        the same value must copy the handed array (r_k), never the buffer name rebound after it."""
+        Trap: a buffer handed to the caller is dropped (None; the next call makes a fresh one), so a duplicate
+        or alias of the same value must copy the handed array (r_k), never the buffer name rebound after it."""
         copy, direct = self.fn('copyto'), {self.names[id(v)] for v in outputs if v.kind == 'temp' and v.buf is not None}
         self.body.append('if O is not None:  # out=: the results not computed into O already')
         self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)
@@ -174,8 +180,7 @@ class Codegen:
             if key in handed:
                 self.body.append(f"r_{k} = {self.fn('array')}({handed[key]})  # a second fetch of the same value")
             elif v.kind == 'temp' and v.buf is not None:
-                self.body.append(f"r_{k} = {self.name(v)}; b{v.buf} = {self.fn('empty')}({v.shape!r}, "
-                                 f'{self.dtype(v.dtype)})  # hand the buffer to the caller')
+                self.body.append(f'r_{k} = {self.name(v)}; b{v.buf} = None  # hand the buffer to the caller')
             else:     # a fresh array is the caller's; an input, constant, state or view is copied
                 self.body.append(f"r_{k} = {self.fn('asarray' if v.kind == 'temp' else 'array')}({self.name(v)})")
             handed.setdefault(key, f'r_{k}')

@@ -17,6 +17,7 @@ process loads a kernel in milliseconds instead of compiling it again.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import importlib.util
 import keyword
@@ -44,6 +45,11 @@ except ImportError:        # the numpy backend needs no numba (Pyodide, minimal 
     numba = None
 
 _LOADED: dict = {}         # source hash -> numba dispatcher, for this process
+# A loop that pastes approximations (tanh: ~50 cycles of dependent fma and divide per op) is latency-bound: LLVM
+# vectorises it one vector per iteration, and the next iteration's chain does not fit the out-of-order window.
+# Four vectors per iteration ran the tanh chain's kernel 0.64x as long at 64^2 and 256^2 (arrays in cache),
+# but 1.8-2x as long once they came from DRAM (384^2 and up), hence only below half the largest cache.
+INTERLEAVE = 4
 
 
 def available() -> bool:
@@ -221,14 +227,30 @@ void = types.void
 _APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, select\n\n'    # the approximations' intrinsics
 
 
+@functools.lru_cache(maxsize=None)
+def cache_budget() -> int:
+    """Half the largest CPU cache in bytes (Linux sysfs), or 4 MiB where it cannot be read: the arrays a
+    kernel with approximations may stream and still be interleaved (INTERLEAVE)."""
+    sizes = []
+    for k in range(8):
+        try:
+            with open(f'/sys/devices/system/cpu/cpu0/cache/index{k}/size') as f:
+                m = re.fullmatch(r'(\d+)([KMG]?)', f.read().strip())
+        except OSError:          # no such level, or no sysfs (macOS, Windows, Pyodide): the default
+            continue
+        sizes += [int(m[1]) << ' KMG'.index(m[2] or ' ') * 10] if m else []
+    return max(sizes) // 2 if sizes else 4 << 20
+
+
 class Kernel:
     """One compiled loop kernel: ``source`` (the loop), ``fn`` (numba), ``seconds`` it took to
     compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded),
-    ``approximations``: the approx.py functions it calls (tanh, exp, log)."""
+    ``approximations``: the approx.py functions it calls (tanh, exp, log); ``interleave``: vectors per
+    loop iteration forced on LLVM (INTERLEAVE), or None (LLVM's choice)."""
 
-    def __init__(self, source, fn, seconds, origin, path, approximations=()):
+    def __init__(self, source, fn, seconds, origin, path, approximations=(), interleave=None):
         self._source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
-        self.approximations = tuple(approximations)
+        self.approximations, self.interleave = tuple(approximations), interleave
 
     @property
     def source(self) -> str:
@@ -246,7 +268,10 @@ def build_kernel(graph, layouts, alias=None) -> Kernel:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
     used = set()
     loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used, alias=alias))   # neutral names: one file per loop
-    code = _HEADER + (_APPROX_IMPORT if used else '') + loop
+    streamed = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in graph.inputs + graph.outputs)
+    # a loop shorter than four 16-lane vectors has nothing to interleave (and 0-d kernels keep their cache key)
+    ilv = INTERLEAVE if used and np.prod(graph.outputs[0].shape) >= 64 and streamed <= cache_budget() else None
+    code = _HEADER + (_APPROX_IMPORT if used else '') + (f'# LLVM: -force-vector-interleave={ilv}\n' if ilv else '') + loop
 
     def src():
         return kernel_source(graph, layouts, readable=True, alias=alias)
@@ -254,15 +279,19 @@ def build_kernel(graph, layouts, alias=None) -> Kernel:
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()
     if key in _LOADED:
-        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used))
+        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used), ilv)
     _write_once(path, code)
     spec = importlib.util.spec_from_file_location(f'minigrad_kernel_{key}', path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module          # numba's cached code refers to its module by name
-    spec.loader.exec_module(module)          # compiles now (explicit signature), or loads numba's cache
+    try:                                     # a process-wide LLVM setting: on for this compile only (0: LLVM's choice)
+        llvmlite.binding.set_option('minigrad', f'-force-vector-interleave={ilv or 0}')
+        spec.loader.exec_module(module)      # compiles now (explicit signature), or loads numba's cache
+    finally:
+        llvmlite.binding.set_option('minigrad', '-force-vector-interleave=0')
     fn = _LOADED[key] = module.kernel
     origin = 'disk cache' if sum(fn.stats.cache_hits.values()) else 'compiled'
-    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used))
+    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used), ilv)
 
 
 def _write_once(path, text):
