@@ -399,12 +399,11 @@ def from_tensor(root, need_values=False):
             if k is not None:
                 d.edge(k, ok)
         d.op(ok, node.prim.name)
-        out = root if node is root.grad_fn else None
         ov = vals.get(id(node))
-        t = out if out is not None else kept
+        t = root if node is root.grad_fn else kept         # the op's output Tensor, if it is still alive
         d.data(ok + 'v', names(t.name if t is not None else None, node.prim.name),
                np.shape(ov) if ov is not None else None, None if ov is None else np.asarray(ov).dtype,
-               ov, t.grad if t is not None else None, 'output' if out is not None else 'value')
+               ov, t.grad if t is not None else None, 'output' if node is root.grad_fn else 'value')
         d.edge(ok, ok + 'v')
         steps.append(Step(ok, node.prim, node.params, ins, needs, in_vals, [ok + 'v'], [ov]))
     return d, steps
@@ -419,17 +418,15 @@ def from_tape(tape, root=None):
     steps = []
     for e in tape.entries:
         ok = d.key(e, 'o')
-        ins, needs, in_vals = [], [], []
+        ins = []
         for j, x in enumerate(e.inputs):
-            if isinstance(x, Tensor):
-                k = d.key(x, 't')
-                if k not in d.vertices and id(x) not in produced:
-                    _tensor_vertex(d, k, x, names(x.name, 'tensor'))
-                ins.append(k), needs.append(x.requires_grad and x.dtype.kind == 'f'), in_vals.append(x.data)
-            else:
-                k = _const_vertex(d, ok, j, x)
-                ins.append(k), needs.append(False), in_vals.append(x)
+            k = d.key(x, 't') if isinstance(x, Tensor) else _const_vertex(d, ok, j, x)
+            if k not in d.vertices and id(x) not in produced:      # an input tensor, drawn once
+                _tensor_vertex(d, k, x, names(x.name, 'tensor'))
+            ins.append(k)
             d.edge(k, ok)
+        needs = [isinstance(x, Tensor) and x.requires_grad and x.dtype.kind == 'f' for x in e.inputs]
+        in_vals = [x.data if isinstance(x, Tensor) else x for x in e.inputs]
         d.op(ok, e.op)
         y = e.output
         yk = d.key(y, 't')

@@ -104,9 +104,12 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
     if root_key is None or not steps:
         return frames
     grads, uses = {root_key: np.ones_like(values[root_key])}, {}
-    frames.append(Frame('backward', f'Backward pass starts at {vertex_name(d, root_key)}: its gradient with respect to '
-                        f'itself is 1.', {root_key}, values, dict(grads), target=root_key,
-                        contribution=grads[root_key], shown_edges=drawn))
+
+    def back(caption, highlight, **kw):      # the gradients so far, and every flow edge drawn so far
+        frames.append(Frame('backward', caption, highlight, values, dict(grads), **kw,
+                            shown_edges=set(range(len(d.edges)))))
+    back(f'Backward pass starts at {vertex_name(d, root_key)}: its gradient with respect to itself is 1.',
+         {root_key}, target=root_key, contribution=grads[root_key])
     with no_grad():
         for s in reversed(steps):
             gs = [grads.get(k) for k in s.outs]
@@ -117,9 +120,8 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
             try:
                 contrib = s.prim.vjp(tuple(s.needs), g, out, *ins, **s.params)
             except Exception as e:
-                frames.append(Frame('backward', f'The stepper cannot run the backward rule of {s.prim.name} '
-                                    f'on numbers ({type(e).__name__}: {e}); stopping here.', {s.key}, values,
-                                    dict(grads), shown_edges=set(range(len(d.edges)))))
+                back(f'The stepper cannot run the backward rule of {s.prim.name} on numbers '
+                     f'({type(e).__name__}: {e}); stopping here.', {s.key})
                 break
             for k, c, need in zip(s.ins, contrib, s.needs):
                 if c is None or k is None or not need:
@@ -130,8 +132,7 @@ def _frames(d: Drawing, steps, values, root_key) -> list[Frame]:
                 d.edge(s.key, k, 'flow', f'grad {preview(c, 16)}')
                 extra = (f' {vertex_name(d, k)} is used more than once, so contributions add up: this is contribution '
                          f'{uses[k]}, total so far {preview(grads[k])}.' if uses[k] > 1 else '')
-                frames.append(Frame('backward', f'Backward through {s.prim.name}: the gradient of '
-                                    f'{vertex_name(d, s.outs[0])} ({preview(gs[0])}) flows to {vertex_name(d, k)} as '
-                                    f'{preview(c)}.{extra}', {s.key, k, (s.key, k)}, values, dict(grads),
-                                    target=k, contribution=c, op=s.key, shown_edges=set(range(len(d.edges)))))
+                back(f'Backward through {s.prim.name}: the gradient of {vertex_name(d, s.outs[0])} '
+                     f'({preview(gs[0])}) flows to {vertex_name(d, k)} as {preview(c)}.{extra}',
+                     {s.key, k, (s.key, k)}, target=k, contribution=c, op=s.key)
     return frames
