@@ -468,39 +468,36 @@ def from_graph(graph, fetch=None, grad_nodes=None, d=None, cluster=None, env=Non
         src = n.prim in SOURCES
         if src and n.outputs and id(n.outputs[0]) in env:
             continue                                   # a sub-graph input drawn as the outer value
+        if src:                                        # a placeholder, constant or variable: only its value
+            role, param = SOURCE_ROLES.get(n.prim, ('param', 'initial_value'))     # a variable: 'param'
+            for o in n.outputs:
+                k = env.get(id(o)) or d.key(o, 's')
+                d.data(k, o.name, o.shape, o.dtype, n.params.get(param), None, role, cluster)
+            continue
         subs = _sub_graphs(n)
         if n.prim.kind == 'compiler' and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
             steps.append(_fused_group(d, n, subs[0][1], ok, cluster, env, outs, bwd))
             continue
-        if not src:
-            detail = ', '.join(f'{k}={v}' for k, v in n.params.items()
-                               if k in ('axis', 'shape', 'axes') and v is not None)
-            d.op(ok, n.op, backward=bwd, cluster=cluster, detail=detail, where=where_text(n))
-            ins = [env.get(id(i)) or d.key(i, 's') for i in n.inputs]
-            for k in ins:
-                d.edge(k, ok, 'bwd' if bwd else 'fwd')
-            for name, sub in subs:
-                c = f'{ok}_{re.sub(r"[^A-Za-z0-9_]", "_", name)}'
-                d.clusters[c] = dict(label=f'{n.op}: {name}', parent=cluster)
-                before = len(d.vertices)
-                from_graph(sub, None, None, d, c, env={id(i): d._keys[id(o)] for o, i in sub.captures
-                                                               if id(o) in d._keys})
-                if len(d.vertices) > before:
-                    d.edge(ok, list(d.vertices)[before], 'note')
+        detail = ', '.join(f'{k}={v}' for k, v in n.params.items() if k in ('axis', 'shape', 'axes') and v is not None)
+        d.op(ok, n.op, backward=bwd, cluster=cluster, detail=detail, where=where_text(n))
+        ins = [env.get(id(i)) or d.key(i, 's') for i in n.inputs]
+        for k in ins:
+            d.edge(k, ok, 'bwd' if bwd else 'fwd')
+        for name, sub in subs:
+            c = f'{ok}_{re.sub(r"[^A-Za-z0-9_]", "_", name)}'
+            d.clusters[c] = dict(label=f'{n.op}: {name}', parent=cluster)
+            before = len(d.vertices)
+            from_graph(sub, None, None, d, c, env={id(i): d._keys[id(o)] for o, i in sub.captures if id(o) in d._keys})
+            if len(d.vertices) > before:
+                d.edge(ok, list(d.vertices)[before], 'note')
         keys = [env.get(id(o)) or d.key(o, 's') for o in n.outputs]
         for o, k in zip(n.outputs, keys):
-            if src:
-                role, param = SOURCE_ROLES.get(n.prim, ('param', 'initial_value'))     # a variable: 'param'
-                val = n.params.get(param)
-            else:
-                role, val = ('output' if top and (id(o) in outs or id(o) not in used and not graph.outputs)
-                             else 'grad' if bwd else 'value'), None
-            d.data(k, o.name, o.shape, o.dtype, val, None, role, cluster)
-            if not src:
-                d.edge(ok, k, 'bwd' if bwd else 'fwd')
-        if not src:
-            needs = [i.dtype.kind == 'f' for i in n.inputs]
-            steps.append(Step(ok, n.prim, n.params, ins, needs, None, keys, None, bwd, n))
+            role = ('output' if top and (id(o) in outs or id(o) not in used and not graph.outputs)
+                    else 'grad' if bwd else 'value')
+            d.data(k, o.name, o.shape, o.dtype, None, None, role, cluster)
+            d.edge(ok, k, 'bwd' if bwd else 'fwd')
+        needs = [i.dtype.kind == 'f' for i in n.inputs]
+        steps.append(Step(ok, n.prim, n.params, ins, needs, None, keys, None, bwd, n))
     return d, steps
 
 
