@@ -22,9 +22,7 @@ down without it (factoring out the first two alone cost 17 % at 4x4):
    MLP: relu and its VJP; 4-15x faster than ``np.where``, and no isfinite pass as its float ``x * c`` needed);
 8. functional.py ``relu``: one ``less`` and one ``where`` straight through ``eager_apply`` (MLP);
 9. ops.py ``_matmul_impl``: a K=1 product (``x.T @ g``, an outer product) as a broadcast multiply, bit-for-bit
-   (MLP step at batch 1: numpy's matmul takes a non-BLAS loop there, 4x slower at 784x256);
-10. tensor.py ``eager_relu``: relu's condition stays a plain array when no Tape records (it gets no TapeNode
-   either way) (chain at 64x64: 4 %).
+   (MLP step at batch 1: numpy's matmul takes a non-BLAS loop there, 4x slower at 784x256).
 
 One memory rule (not a shortcut: PyTorch's tape keeps no such input either): an op whose result has 64 KiB
 or more keeps, of the inputs its VJP reads only the shape and dtype of (``saves_inputs``: add's, the x and y
@@ -364,12 +362,6 @@ def is_stand_in(v) -> bool:
     return type(v) is np.ndarray and v.base is not None and v.base is _zero(v.dtype)
 
 
-def eager_relu(x):     # speed: the condition stays a plain array when no Tape records (it needs no TapeNode)
-    """functional.relu of a Tensor: where(0 < x, x, 0)."""
-    c = np.less(0, x.data) if not state.tapes else eager_apply(P.less, (0, x), {})
-    return eager_apply(P.where, (c, x, 0), {})
-
-
 # speed: the tape's hot path (its per-op cost is what `python -m minigrad.bench` measures as 'tape')
 def _unpack(args):
     """The input arrays, and an edge per input: the TapeNode that made it, the leaf Tensor, or None
@@ -420,7 +412,6 @@ _new = object.__new__
 
 core.hooks.tensor_type = Tensor
 core.hooks.eager_apply = eager_apply
-core.hooks.eager_relu = eager_relu
 core.hooks.lift = lambda data: Tensor._make(_to_array(data))
 
 
