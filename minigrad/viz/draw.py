@@ -33,8 +33,7 @@ from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..nn import Parameter
 from ..tensor import Tape, TapeNode, Tensor, _tape_order, is_stand_in
-from . import vizjs
-from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
+from .vizjs import load_renderer, render as _vizjs_svg  # noqa: F401 (load_renderer: minigrad.viz.load_renderer)
 
 ROLE_STYLE = {   # role -> graphviz attributes of a data vertex
     'value': dict(fillcolor='white'),
@@ -289,7 +288,7 @@ def _pygraphviz_svg(src: str) -> str:
             os.close(saved)
 
 
-RENDERERS = {'dot': _dot_svg, 'pygraphviz': _pygraphviz_svg, 'vizjs': vizjs.render}   # renderer() -> its function
+RENDERERS = {'dot': _dot_svg, 'pygraphviz': _pygraphviz_svg, 'vizjs': _vizjs_svg}   # renderer() -> its function
 
 
 @functools.cache
@@ -465,14 +464,11 @@ def from_graph(graph, fetch=None, grad_nodes=None, d=None, cluster=None, env=Non
     for n in nodes:
         bwd = id(n) in grad_nodes
         ok = d.key(n, 'n')
-        src = n.prim in SOURCES
-        if src and n.outputs and id(n.outputs[0]) in env:
-            continue                                   # a sub-graph input drawn as the outer value
-        if src:                                        # a placeholder, constant or variable: only its value
+        if n.prim in SOURCES:                          # a placeholder, constant or variable: only its value
             role, param = SOURCE_ROLES.get(n.prim, ('param', 'initial_value'))     # a variable: 'param'
             for o in n.outputs:
-                k = env.get(id(o)) or d.key(o, 's')
-                d.data(k, o.name, o.shape, o.dtype, n.params.get(param), None, role, cluster)
+                if id(o) not in env:                   # (a sub-graph input is drawn as the outer value)
+                    d.data(d.key(o, 's'), o.name, o.shape, o.dtype, n.params.get(param), None, role, cluster)
             continue
         subs = _sub_graphs(n)
         if n.prim.kind == 'compiler' and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
@@ -528,20 +524,6 @@ def as_graph(obj):
     return None
 
 
-def buffer_map(program) -> dict:
-    """id(Symbol) -> buffer in a Program's memory plan (``program.memory.assignment``, keyed by value name),
-    values inside fused kernels included."""
-    assign, out = program.memory.assignment, {}
-
-    def walk(g):
-        for n in g.nodes:
-            out.update((id(o), assign[o.name]) for o in n.outputs if o.name in assign)
-            for _, sub in _sub_graphs(n):       # values inside fused kernels have buffers too
-                walk(sub)
-    walk(program.graph)
-    return out
-
-
 def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='TB'):
     """Draw a Tensor's graph, a Tape, a Graph/Symbol, a traced function or a Program (a graphviz.Digraph).
 
@@ -570,9 +552,9 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='T
             raise InputError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
                              f'traced function or Program')
         d, _ = from_graph(*gf)
-        if color_by == 'buffer':
-            bm = buffer_map(obj) if hasattr(obj, 'memory') else {}
-            buffers = {d._keys[i]: b for i, b in bm.items() if i in d._keys}
+        if color_by == 'buffer':      # a Program's memory plan gives each value's buffer by name (fused ones too)
+            assign = obj.memory.assignment if hasattr(obj, 'memory') else {}
+            buffers = {d._keys[id(s)]: assign[s.name] for s in d._keep if isinstance(s, Symbol) and s.name in assign}
     hl = set()
     for h in highlight or ():
         if isinstance(h, (str, tuple)):
