@@ -134,7 +134,7 @@ def _data_label(v, value, grad, buf):
 def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150, title=None,
                rankdir='TB', tooltips=False):
     """Style a Drawing. ``values``/``grads``/``buffers`` map vertex keys to overrides (steppers use them);
-    ``highlight`` is a set of vertex keys and (src, dst) edge pairs;
+    ``highlight`` is a set of vertex keys (a stepper's frames highlight edges and clusters on its Layout);
     ``tooltips``: an op shows where it was defined on hover (graphviz then wraps each node in a link,
     so steppers, which restyle the SVG, leave it off)."""
     try:
@@ -162,27 +162,23 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
             attrs.update({'color': HL, 'penwidth': '3', 'class': 'mg-highlight'})
         c = v.get('cluster')
         if c is not None and c not in clusters:
-            clusters[c] = _cluster(graphviz, c, d.clusters.get(c, {}), c in hl)
+            clusters[c] = _cluster(graphviz, c, d.clusters.get(c, {}))
         (dot if c is None else clusters[c]).node(k, **attrs)
     for c, sub in clusters.items():
         clusters.get(d.clusters.get(c, {}).get('parent'), dot).subgraph(sub)
     if hidden:
         note = f'... {len(hidden)} more nodes not shown (earlier in the graph; pass max_nodes= to see more)'
         dot.node('mg_more', label=f'<{esc(note)}>', shape='note', style='filled', fillcolor='#f5f5f5', id='mg-more')
-    noted = set()
+    noted = set()                       # a shown vertex with inputs hidden gets one edge from the note
     for n, (a, b, style, label) in enumerate(d.edges):
-        if b in hidden:
-            continue
-        if a in hidden:
-            if b not in noted:
-                noted.add(b)
-                dot.edge('mg_more', b, style='dotted', color='#999999')
+        if a in hidden and b not in hidden and b not in noted:
+            noted.add(b)
+            dot.edge('mg_more', b, style='dotted', color='#999999')
+        if a in hidden or b in hidden:
             continue
         attrs = {'id': f'mg-e{n}', **EDGE_STYLE.get(style, {})}
         if label:
             attrs['label'] = f'<{esc(label)}>'
-        if (a, b) in hl:
-            attrs.update({'color': HL, 'penwidth': '2.5', 'class': 'mg-highlight-edge', 'fontcolor': HL})
         dot.edge(a, b, **attrs)
     return dot
 
@@ -194,12 +190,10 @@ EDGE_STYLE = {'bwd': dict(color=BWD, style='dashed'),
               'invis': dict(style='invis', weight='10')}    # only there to shape the layout (e.g. stack a column)
 
 
-def _cluster(graphviz, c, info, highlight):
+def _cluster(graphviz, c, info):
     sub = graphviz.Digraph(name=f'cluster_{c}')
     sub.attr(label=f'<<i>{esc(info.get("label", c))}</i>>', style='dashed,rounded',
              color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'), id=f'mg-{c}')
-    if highlight:
-        sub.attr(color=HL, penwidth='2.5', **{'class': 'mg-highlight-cluster'})
     return sub
 
 
@@ -527,7 +521,7 @@ def as_graph(obj):
 def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='TB'):
     """Draw a Tensor's graph, a Tape, a Graph/Symbol, a traced function or a Program (a graphviz.Digraph).
 
-    ``highlight``: Tensors/Symbols/Nodes (or vertex keys) to emphasise; ``max_nodes``: summarise bigger
+    ``highlight``: Tensors/Symbols/Nodes to emphasise; ``max_nodes``: summarise bigger
     graphs; ``color_by='buffer'`` colours a Program's values by memory buffer.
 
     >>> import minigrad as mg
@@ -556,12 +550,9 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='T
             assign = obj.memory.assignment if hasattr(obj, 'memory') else {}
             buffers = {d._keys[id(s)]: assign[s.name] for s in d._keep if isinstance(s, Symbol) and s.name in assign}
     hl = set()
-    for h in highlight or ():
-        if isinstance(h, (str, tuple)):
-            hl.add(h)
-        else:
-            k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
-            hl.update(x for x in (k, f'{k}v') if x in d.vertices)
+    for h in highlight or ():       # a Tensor with a grad_fn: its op and the op's output
+        k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
+        hl.update(x for x in (k, f'{k}v') if x in d.vertices)
     if title is None and isinstance(getattr(obj, 'backend', None), str):      # a Program says how it runs
         title = f'compiled program, {obj.backend} backend'
     return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir, tooltips=True)

@@ -106,8 +106,7 @@ class Layout:
     def _values(self, f) -> dict:
         if f.values is not None:
             return f.values
-        return {k: v['value'] for k, v in self.drawing.vertices.items() if v['kind'] == 'data'
-                and v['value'] is not None}
+        return {k: v['value'] for k, v in self.drawing.vertices.items() if v.get('value') is not None}
 
     def render(self, f: Frame) -> str:
         root = ET.fromstring(self.base)
