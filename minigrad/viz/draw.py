@@ -59,13 +59,13 @@ class Drawing:
         # 'fwd', 'bwd' (gradient graph), 'flow' (a gradient on its way), 'note', 'back' (a loop), 'invis'
         self.clusters: dict[str, dict] = {}                       # id -> {label, style}
         self._keys: dict[int, str] = {}
-        self._keep: list = []                                    # objects whose id() we used as a key
+        self.objects: dict[str, object] = {}                     # key -> its object (kept alive: keys use id())
 
     def key(self, obj, prefix='v') -> str:
         k = self._keys.get(id(obj))
         if k is None:
             k = self._keys[id(obj)] = f'{prefix}{len(self._keys)}'
-            self._keep.append(obj)
+            self.objects[k] = obj
         return k
 
     def data(self, key, name, shape=None, dtype=None, value=None, grad=None, role='value', cluster=None):
@@ -548,7 +548,7 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='T
         d, _ = from_graph(*gf)
         if color_by == 'buffer':      # a Program's memory plan gives each value's buffer by name (fused ones too)
             assign = obj.memory.assignment if hasattr(obj, 'memory') else {}
-            buffers = {d._keys[id(s)]: assign[s.name] for s in d._keep if isinstance(s, Symbol) and s.name in assign}
+            buffers = {k: assign[s.name] for k, s in d.objects.items() if isinstance(s, Symbol) and s.name in assign}
     hl = set()
     for h in highlight or ():       # a Tensor with a grad_fn: its op and the op's output
         k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
