@@ -549,10 +549,8 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='T
         if color_by == 'buffer':      # a Program's memory plan gives each value's buffer by name (fused ones too)
             assign = obj.memory.assignment if hasattr(obj, 'memory') else {}
             buffers = {k: assign[s.name] for k, s in d.objects.items() if isinstance(s, Symbol) and s.name in assign}
-    hl = set()
-    for h in highlight or ():       # a Tensor with a grad_fn: its op and the op's output
-        k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
-        hl.update(x for x in (k, f'{k}v') if x in d.vertices)
+    keys = [d._keys.get(id(getattr(h, 'grad_fn', None) or h)) for h in highlight or ()]
+    hl = {x for k in keys for x in (k, f'{k}v') if x in d.vertices}      # a Tensor's op and the op's output
     if title is None and isinstance(getattr(obj, 'backend', None), str):      # a Program says how it runs
         title = f'compiled program, {obj.backend} backend'
     return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir, tooltips=True)
