@@ -11,6 +11,7 @@ and torch.compile, performance targets, JSON) is scripts/bench.py in the reposit
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 import tracemalloc
@@ -30,12 +31,9 @@ NUMBA = mg.compiler.kernels.available()
 
 def compiled_variants(outputs, inputs, args) -> dict:
     """The program compiled on each available backend, as benchmark variants."""
-    out = {}
-    for name, backend in (('compiled', 'numba'), ('compiled_numpy', 'numpy')):
-        if backend == 'numpy' or NUMBA:
-            prog = mg.compile(outputs, inputs, backend=backend)
-            out[name] = (lambda p: lambda: p(*args))(prog)
-    return out
+    backends = {'compiled': 'numba', 'compiled_numpy': 'numpy'}
+    return {name: functools.partial(mg.compile(outputs, inputs, backend=backend), *args)
+            for name, backend in backends.items() if NUMBA or backend == 'numpy'}
 
 
 def timeit(variants: dict, repeats: int, min_time: float) -> dict:

@@ -62,8 +62,7 @@ class CheckError(AssertionError):
     """A failed exercise check: a short message (expected, got, hint) instead of a traceback."""
 
     def __init__(self, task, problem, expected=None, got=None, hint=None, where=None, show_values=True):
-        self.task, self.problem, self.expected, self.got, self.hint, self.where = (
-            task, problem, expected, got, hint, where)
+        self.task, self.hint = task, hint
         self.lines = [f'✗ Task {task}: {problem}']
         if where:
             self.lines.append(f'  {where}')
@@ -126,8 +125,8 @@ def hint(name) -> None:
 class Task:
     """The tests of one exercise task (use it through ``with task(name) as t``)."""
 
-    def __init__(self, name, hint=None, quiet=False, lesson=None, crashes=None):
-        self.name, self.hint, self.quiet, self.note = str(name), hint, quiet, None
+    def __init__(self, name, hint=None, lesson=None, crashes=None):
+        self.name, self.hint, self.note = str(name), hint, None
         self.key = f'{lesson}-{name}' if lesson else self.name      # lessons 05-08 number tasks 1, 2, ...
         self.crashes = crashes or {}               # exception name or message fragment -> mistake
 
@@ -174,8 +173,7 @@ class Task:
 
     def __exit__(self, kind, exc, tb):
         if exc is None:
-            if not self.quiet:
-                print(f'✓ Task {self.name}' + (f': {self.note}' if self.note else ''))
+            print(f'✓ Task {self.name}' + (f': {self.note}' if self.note else ''))
             return False
         if isinstance(exc, CheckError) or not isinstance(exc, Exception):
             return False
@@ -193,7 +191,7 @@ class Task:
         raise err from exc
 
 
-def task(name, hint=None, quiet=False, lesson=None, crashes=None) -> Task:
+def task(name, hint=None, lesson=None, crashes=None) -> Task:
     """The checks of exercise task `name` (e.g. ``'1.2'``; ``task('1', lesson='05')`` for lesson 05's task 1).
     Hints come from minigrad/hints.py; `hint` is an extra text shown when the table has none.
 
@@ -201,4 +199,4 @@ def task(name, hint=None, quiet=False, lesson=None, crashes=None) -> Task:
     ...     t.equal(2 + 2, 4, '2 + 2')
     ✓ Task 0.1
     """
-    return Task(name, hint, quiet, lesson, crashes)
+    return Task(name, hint, lesson, crashes)

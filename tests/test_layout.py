@@ -50,7 +50,7 @@ CEILINGS = {'teaching core': (2150, 2534 + 25 + 9 + 6 + 2 + 2 + 14), 'tape readi
             'static graphs reading path': (1598, 1676 + 25 + 9 + 6 + 2 + 2 + 2),     # issue 31's cond/while JVP rules, graph checks (+42)
             'tracing reading path': (957, 1171 + 25 + 2 + 2 + 2),            # issue 31's call node and jit guards (+199)
             'engine': (4900, 6367 + 33 + 8 + 7 + 212 + 12 + 17 + 69 + 3 - 1 + 14 + 2 + 19),
-            'course apparatus': (1300, 1868 - 34 - 3 - 24 + 4 - 8)}
+            'course apparatus': (1300, 1868 - 34 - 3 - 24 + 4 - 8 - 13 - 4 - 7 - 10 - 1 - 4)}
 # issue 37, fifth session (+14 tape path, teaching core and engine; +2 static and tracing; +4 apparatus): the
 # tape's memory rule: saves_inputs may name the inputs a VJP reads (where: the condition; core.py +2:
 # reads_input), and a TapeNode keeps a shape-only stand-in for a big input its VJP reads only the shape of
@@ -64,6 +64,14 @@ CEILINGS = {'teaching core': (2150, 2534 + 25 + 9 + 6 + 2 + 2 + 14), 'tape readi
 # group emitted as a store; a kernel computed in place reads that input from its result).
 # issue 33: viz -34 lines: dead options and helpers gone (svg_html, fit_width, draw's values=), two tables;
 # bench -3: one autograd_step for the tape's and torch's benchmark steps. Engine -1: max's kernel rule is maximum's.
+# issue 33 (viz4): apparatus -13: draw's buffer colours read from the drawing's own values (no second walk of the
+# program's graphs: buffer_map), a source node drawn in one branch, viz.js's renderer imported by name.
+# -4: bench's compiled variants as functools.partial; checks: task's unused quiet=, CheckError's unread fields.
+# -7: frames.py sets each SVG state's attributes in one update; Layout.vertices (only a test read it) gone.
+# -10: to_digraph highlights vertices only (a stepper's Layout highlights edges and clusters per frame; only keys
+# passed to draw(highlight=) reached them, and no caller passes any); one test for the note's edges; _values.
+# -1: a Drawing maps each key to its object (Drawing.objects), so PassStepper's union no longer rebuilds that map.
+# -4: PathStepper finds an op's incoming edges where it reads them; draw's highlight set in one comprehension.
 # issue 33 (viz3): apparatus -8: Stepper's backward frames through one helper, from_tape builds its inputs in one pass,
 # from_graph draws a source node's value first and the op path without three `if not src` branches.
 # issue 33 (viz2): apparatus -24: LoopStepper builds every frame with one _frame (112 -> 105 lines, 17.3 -> 17.1

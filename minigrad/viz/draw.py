@@ -33,8 +33,7 @@ from ..errors import MinigradError, InputError
 from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
 from ..nn import Parameter
 from ..tensor import Tape, TapeNode, Tensor, _tape_order, is_stand_in
-from . import vizjs
-from .vizjs import load_renderer  # noqa: F401 (minigrad.viz.load_renderer)
+from .vizjs import load_renderer, render as _vizjs_svg  # noqa: F401 (load_renderer: minigrad.viz.load_renderer)
 
 ROLE_STYLE = {   # role -> graphviz attributes of a data vertex
     'value': dict(fillcolor='white'),
@@ -60,13 +59,13 @@ class Drawing:
         # 'fwd', 'bwd' (gradient graph), 'flow' (a gradient on its way), 'note', 'back' (a loop), 'invis'
         self.clusters: dict[str, dict] = {}                       # id -> {label, style}
         self._keys: dict[int, str] = {}
-        self._keep: list = []                                    # objects whose id() we used as a key
+        self.objects: dict[str, object] = {}                     # key -> its object (kept alive: keys use id())
 
     def key(self, obj, prefix='v') -> str:
         k = self._keys.get(id(obj))
         if k is None:
             k = self._keys[id(obj)] = f'{prefix}{len(self._keys)}'
-            self._keep.append(obj)
+            self.objects[k] = obj
         return k
 
     def data(self, key, name, shape=None, dtype=None, value=None, grad=None, role='value', cluster=None):
@@ -135,7 +134,7 @@ def _data_label(v, value, grad, buf):
 def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, max_nodes=150, title=None,
                rankdir='TB', tooltips=False):
     """Style a Drawing. ``values``/``grads``/``buffers`` map vertex keys to overrides (steppers use them);
-    ``highlight`` is a set of vertex keys and (src, dst) edge pairs;
+    ``highlight`` is a set of vertex keys (a stepper's frames highlight edges and clusters on its Layout);
     ``tooltips``: an op shows where it was defined on hover (graphviz then wraps each node in a link,
     so steppers, which restyle the SVG, leave it off)."""
     try:
@@ -163,27 +162,23 @@ def to_digraph(d: Drawing, highlight=(), values=None, grads=None, buffers=None, 
             attrs.update({'color': HL, 'penwidth': '3', 'class': 'mg-highlight'})
         c = v.get('cluster')
         if c is not None and c not in clusters:
-            clusters[c] = _cluster(graphviz, c, d.clusters.get(c, {}), c in hl)
+            clusters[c] = _cluster(graphviz, c, d.clusters.get(c, {}))
         (dot if c is None else clusters[c]).node(k, **attrs)
     for c, sub in clusters.items():
         clusters.get(d.clusters.get(c, {}).get('parent'), dot).subgraph(sub)
     if hidden:
         note = f'... {len(hidden)} more nodes not shown (earlier in the graph; pass max_nodes= to see more)'
         dot.node('mg_more', label=f'<{esc(note)}>', shape='note', style='filled', fillcolor='#f5f5f5', id='mg-more')
-    noted = set()
+    noted = set()                       # a shown vertex with inputs hidden gets one edge from the note
     for n, (a, b, style, label) in enumerate(d.edges):
-        if b in hidden:
-            continue
-        if a in hidden:
-            if b not in noted:
-                noted.add(b)
-                dot.edge('mg_more', b, style='dotted', color='#999999')
+        if a in hidden and b not in hidden and b not in noted:
+            noted.add(b)
+            dot.edge('mg_more', b, style='dotted', color='#999999')
+        if a in hidden or b in hidden:
             continue
         attrs = {'id': f'mg-e{n}', **EDGE_STYLE.get(style, {})}
         if label:
             attrs['label'] = f'<{esc(label)}>'
-        if (a, b) in hl:
-            attrs.update({'color': HL, 'penwidth': '2.5', 'class': 'mg-highlight-edge', 'fontcolor': HL})
         dot.edge(a, b, **attrs)
     return dot
 
@@ -195,12 +190,10 @@ EDGE_STYLE = {'bwd': dict(color=BWD, style='dashed'),
               'invis': dict(style='invis', weight='10')}    # only there to shape the layout (e.g. stack a column)
 
 
-def _cluster(graphviz, c, info, highlight):
+def _cluster(graphviz, c, info):
     sub = graphviz.Digraph(name=f'cluster_{c}')
     sub.attr(label=f'<<i>{esc(info.get("label", c))}</i>>', style='dashed,rounded',
              color=info.get('color', '#7a5cc0'), fontcolor=info.get('color', '#7a5cc0'), id=f'mg-{c}')
-    if highlight:
-        sub.attr(color=HL, penwidth='2.5', **{'class': 'mg-highlight-cluster'})
     return sub
 
 
@@ -289,7 +282,7 @@ def _pygraphviz_svg(src: str) -> str:
             os.close(saved)
 
 
-RENDERERS = {'dot': _dot_svg, 'pygraphviz': _pygraphviz_svg, 'vizjs': vizjs.render}   # renderer() -> its function
+RENDERERS = {'dot': _dot_svg, 'pygraphviz': _pygraphviz_svg, 'vizjs': _vizjs_svg}   # renderer() -> its function
 
 
 @functools.cache
@@ -465,14 +458,11 @@ def from_graph(graph, fetch=None, grad_nodes=None, d=None, cluster=None, env=Non
     for n in nodes:
         bwd = id(n) in grad_nodes
         ok = d.key(n, 'n')
-        src = n.prim in SOURCES
-        if src and n.outputs and id(n.outputs[0]) in env:
-            continue                                   # a sub-graph input drawn as the outer value
-        if src:                                        # a placeholder, constant or variable: only its value
+        if n.prim in SOURCES:                          # a placeholder, constant or variable: only its value
             role, param = SOURCE_ROLES.get(n.prim, ('param', 'initial_value'))     # a variable: 'param'
             for o in n.outputs:
-                k = env.get(id(o)) or d.key(o, 's')
-                d.data(k, o.name, o.shape, o.dtype, n.params.get(param), None, role, cluster)
+                if id(o) not in env:                   # (a sub-graph input is drawn as the outer value)
+                    d.data(d.key(o, 's'), o.name, o.shape, o.dtype, n.params.get(param), None, role, cluster)
             continue
         subs = _sub_graphs(n)
         if n.prim.kind == 'compiler' and len(subs) == 1 and len(subs[0][1].inputs) == len(n.inputs):
@@ -528,24 +518,10 @@ def as_graph(obj):
     return None
 
 
-def buffer_map(program) -> dict:
-    """id(Symbol) -> buffer in a Program's memory plan (``program.memory.assignment``, keyed by value name),
-    values inside fused kernels included."""
-    assign, out = program.memory.assignment, {}
-
-    def walk(g):
-        for n in g.nodes:
-            out.update((id(o), assign[o.name]) for o in n.outputs if o.name in assign)
-            for _, sub in _sub_graphs(n):       # values inside fused kernels have buffers too
-                walk(sub)
-    walk(program.graph)
-    return out
-
-
 def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='TB'):
     """Draw a Tensor's graph, a Tape, a Graph/Symbol, a traced function or a Program (a graphviz.Digraph).
 
-    ``highlight``: Tensors/Symbols/Nodes (or vertex keys) to emphasise; ``max_nodes``: summarise bigger
+    ``highlight``: Tensors/Symbols/Nodes to emphasise; ``max_nodes``: summarise bigger
     graphs; ``color_by='buffer'`` colours a Program's values by memory buffer.
 
     >>> import minigrad as mg
@@ -570,16 +546,11 @@ def draw(obj, highlight=(), max_nodes=150, color_by=None, title=None, rankdir='T
             raise InputError(f'mg.draw: cannot draw a {type(obj).__name__}; pass a Tensor, Tape, Graph, Symbol, '
                              f'traced function or Program')
         d, _ = from_graph(*gf)
-        if color_by == 'buffer':
-            bm = buffer_map(obj) if hasattr(obj, 'memory') else {}
-            buffers = {d._keys[i]: b for i, b in bm.items() if i in d._keys}
-    hl = set()
-    for h in highlight or ():
-        if isinstance(h, (str, tuple)):
-            hl.add(h)
-        else:
-            k = d._keys.get(id(getattr(h, 'grad_fn', None) or h))
-            hl.update(x for x in (k, f'{k}v') if x in d.vertices)
+        if color_by == 'buffer':      # a Program's memory plan gives each value's buffer by name (fused ones too)
+            assign = obj.memory.assignment if hasattr(obj, 'memory') else {}
+            buffers = {k: assign[s.name] for k, s in d.objects.items() if isinstance(s, Symbol) and s.name in assign}
+    keys = [d._keys.get(id(getattr(h, 'grad_fn', None) or h)) for h in highlight or ()]
+    hl = {x for k in keys for x in (k, f'{k}v') if x in d.vertices}      # a Tensor's op and the op's output
     if title is None and isinstance(getattr(obj, 'backend', None), str):      # a Program says how it runs
         title = f'compiled program, {obj.backend} backend'
     return to_digraph(d, hl, buffers=buffers, max_nodes=max_nodes, title=title, rankdir=rankdir, tooltips=True)

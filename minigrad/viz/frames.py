@@ -64,8 +64,7 @@ class Frame:
 def _widest(dicts) -> dict:
     """key -> the widest preview of its value in any of `dicts` (the room its label row needs in every frame)."""
     best = {}
-    for k, v in ((k, v) for d in dicts for k, v in d.items()):
-        text = preview(v)
+    for k, text in ((k, preview(v)) for d in dicts for k, v in d.items()):
         if text and len(text) > len(best.get(k, '')):
             best[k] = text
     return best
@@ -82,15 +81,13 @@ def _center_x(shapes) -> str:
 def _outline(shapes, color, width):
     for s in shapes:
         if s.get('stroke') not in (None, 'none', 'transparent'):
-            s.set('stroke', color)
-            s.set('stroke-width', width)
+            s.attrib.update({'stroke': color, 'stroke-width': width})
 
 
 def _set_text(t, text, cx):
     # graphviz places HTML-label text by its start; centre it instead, so text of another width stays centred
     t.text = text
-    t.set('text-anchor', 'middle')
-    t.set('x', cx)
+    t.attrib.update({'text-anchor': 'middle', 'x': cx})
 
 
 class Layout:
@@ -105,13 +102,11 @@ class Layout:
         dot = to_digraph(d, values=_widest(map(self._values, frames)), grads=_widest(f.grads or {} for f in frames),
                          max_nodes=max_nodes, title=max((f.title for f in frames if f.title), key=len, default=None))
         self.base = render_svg(dot)
-        self.vertices = set(re.findall(r'<g id="mg-([^"]+)" class="node"', self.base))
 
     def _values(self, f) -> dict:
         if f.values is not None:
             return f.values
-        return {k: v['value'] for k, v in self.drawing.vertices.items() if v['kind'] == 'data'
-                and v['value'] is not None}
+        return {k: v['value'] for k, v in self.drawing.vertices.items() if v.get('value') is not None}
 
     def render(self, f: Frame) -> str:
         root = ET.fromstring(self.base)
@@ -138,8 +133,7 @@ class Layout:
         if v is None:
             return
         if key in f.hidden:
-            g.set('visibility', 'hidden')
-            g.set('class', 'node mg-hidden')
+            g.attrib.update({'visibility': 'hidden', 'class': 'node mg-hidden'})
             return
         shapes = [c for c in g if c.tag in _SHAPES]
         if v['kind'] == 'data':
@@ -157,13 +151,11 @@ class Layout:
             _outline(shapes, HL, '3')
             g.set('class', 'node mg-highlight')
         elif key in f.ghost:
-            g.set('opacity', '0.35')
+            g.attrib.update({'opacity': '0.35', 'class': 'node mg-ghost'})
             for s in shapes:
                 s.set('stroke-dasharray', '4,2')
-            g.set('class', 'node mg-ghost')
         elif key in f.dim:
-            g.set('opacity', '0.3')
-            g.set('class', 'node mg-pending')
+            g.attrib.update({'opacity': '0.3', 'class': 'node mg-pending'})
 
     def _edge(self, g, n, f):
         a, b = self.drawing.edges[n][:2]

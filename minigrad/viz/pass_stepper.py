@@ -29,7 +29,6 @@ class _Union:
 
     def add(self, d: Drawing):
         """Merge one snapshot's drawing; return the (vertex keys, edge numbers, cluster keys) it shows."""
-        obj = {d._keys[id(o)]: o for o in d._keep}
         seen = set()
 
         def key(sig):
@@ -41,10 +40,10 @@ class _Union:
         cmap = {}
         for c in d.clusters:
             head, _, tail = c.partition('_')
-            cmap[c] = key(('cluster', _stable(obj[head]) if head in obj else head, tail))
+            cmap[c] = key(('cluster', _stable(d.objects[head]) if head in d.objects else head, tail))
         kmap = {}
         for k, v in d.vertices.items():
-            K = kmap[k] = key(_stable(obj[k]))
+            K = kmap[k] = key(_stable(d.objects[k]))
             old = self.d.vertices.get(K, {})         # a value that is fused later stays inside its kernel's box
             self.d.vertices[K] = dict(v, cluster=cmap.get(v.get('cluster')) or old.get('cluster'))
         for c, K in cmap.items():

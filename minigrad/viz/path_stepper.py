@@ -72,9 +72,7 @@ class PathStepper(Player):
 
 def _local_derivatives(d, steps):
     """edge number -> local derivative, and data key -> [(edge in, edge out, step)] (scalar graphs only)."""
-    into, local, nxt = {}, {}, {}
-    for n, (a, b, _, _) in enumerate(d.edges):
-        into.setdefault(b, []).append(n)
+    local, nxt = {}, {}
     with no_grad():
         for s in steps:
             if any(np.size(v) != 1 for v in (*s.in_vals, *s.out_vals) if v is not None):
@@ -84,7 +82,7 @@ def _local_derivatives(d, steps):
             out = np.array(s.out_vals[0], dtype=float)
             contrib = s.prim.vjp(tuple(s.needs), np.ones_like(out), out, *ins, **s.params)
             out_edge = next(n for n, e in enumerate(d.edges) if e[:2] == (s.key, s.outs[0]))
-            edges_in = iter(into.get(s.key, []))
+            edges_in = (n for n, e in enumerate(d.edges) if e[1] == s.key)      # one per input drawn, in order
             for k, c, need in zip(s.ins, contrib, s.needs):
                 if k is None:
                     continue
