@@ -39,8 +39,8 @@ def cse(graph: Graph) -> Graph:
     """
     seen: dict = {}
 
-    def key(node, ins):
-        return None if node.prim in UNIQUE else (node.op, tuple(map(id, ins)), _key(node.params))
+    def key(node, ins):         # issue 37: most nodes have no params, and _key({}) is ()
+        return None if node.prim in UNIQUE else (node.op, tuple(map(id, ins)), _key(node.params) if node.params else ())
 
     def rw(node, ins, g):
         k = key(node, ins)
