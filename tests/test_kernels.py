@@ -377,3 +377,24 @@ def test_a_kernel_with_approximations_on_cached_arrays_runs_four_vectors_per_loo
     xs = [rng.standard_normal((64, 64)).astype(np.float32) * 4 for _ in range(3)]
     xs[0][0, :6] = [np.inf, -np.inf, np.nan, -0.0, 1e-40, 9.5]
     np.testing.assert_array_equal(prog(*xs).view(np.int32), plain(*xs).view(np.int32))
+
+
+def test_equal_fusion_groups_generate_their_kernel_code_once(monkeypatch):
+    # issue 37: a 2,000-op chain has ~90 kernels of a few shapes; each shape's source is generated once,
+    # and every kernel is still the one its own source names (the memo keys all kernel_source reads)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (), name='x')
+        y = x
+        for i in range(2000):
+            y = mg.tanh(y) if i % 2 else y * 1.01
+        gx, = mg.gradients(y, [x])
+    made = []
+    real = mg.compiler.kernels.kernel_source
+    monkeypatch.setattr(mg.compiler.kernels, 'kernel_source', lambda *a, **k: made.append(1) or real(*a, **k))
+    prog = mg.compile(gx, [x], backend='numba')
+    assert len(made) < len(prog.kernels) / 10
+    monkeypatch.setattr(mg.compiler.kernels, 'kernel_source', real)
+    build = mg.compiler.kernels.build_kernel          # without the memo: each group's source written out
+    monkeypatch.setattr(mg.compiler.lower, 'build_kernel', lambda graph, layouts, alias, memo: build(graph, layouts, alias))
+    assert [k.path for k in mg.compile(gx, [x], backend='numba').kernels] == [k.path for k in prog.kernels]

@@ -39,8 +39,8 @@ def cse(graph: Graph) -> Graph:
     """
     seen: dict = {}
 
-    def key(node, ins):
-        return None if node.prim in UNIQUE else (node.op, tuple(map(id, ins)), _key(node.params))
+    def key(node, ins):         # issue 37: most nodes have no params, and _key({}) is ()
+        return None if node.prim in UNIQUE else (node.op, tuple(map(id, ins)), _key(node.params) if node.params else ())
 
     def rw(node, ins, g):
         k = key(node, ins)
@@ -49,7 +49,9 @@ def cse(graph: Graph) -> Graph:
         if k not in seen:
             seen[k] = copy_node(g, node, ins)
         return seen[k]
-    keys = [k for k in (key(n, n.inputs) for n in graph.nodes) if k is not None]
-    if len(set(keys)) == len(keys) and unchanged(graph):
-        return graph
-    return rebuild(graph, rw, sub_pass=cse)
+    keys = set()
+    for k in (key(n, n.inputs) for n in graph.nodes):      # issue 37: up to the first repeat, not every node
+        if k is not None and k in keys:
+            return rebuild(graph, rw, sub_pass=cse)
+        keys.add(k)
+    return graph if unchanged(graph) else rebuild(graph, rw, sub_pass=cse)

@@ -262,20 +262,50 @@ class Kernel:
         return f'<Kernel {os.path.basename(self.path)} {self.origin} in {self.seconds * 1e3:.1f} ms>'
 
 
-def build_kernel(graph, layouts, alias=None) -> Kernel:
-    """Generate, write, import and compile the loop kernel for `graph` (see kernel_source)."""
-    if numba is None:
-        raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
+_PLAIN = (bool, int, float, str, type(None), np.dtype)     # params whose repr is their value, exactly
+
+
+def _structure(graph, layouts, alias):
+    """All kernel_source reads of `graph` (ops, wiring, params, shapes, dtypes), as a hashable key: equal
+    structures give equal sources. None when a param is not plain (an array: no memo for that group)."""
+    num, nodes = {}, []
+    for node in graph.nodes:
+        if not all(isinstance(v, _PLAIN) or type(v) is tuple and all(isinstance(i, _PLAIN) for i in v)
+                   for v in node.params.values()):
+            return None
+        nodes.append((node.prim, tuple([num[id(i)] for i in node.inputs]), repr(sorted(node.params.items())),
+                      tuple([(o.shape, o.dtype) for o in node.outputs])))
+        num.update((id(o), len(num)) for o in node.outputs)
+    return (tuple(nodes), tuple([num[id(s)] for s in graph.inputs]), tuple([num[id(s)] for s in graph.outputs]),
+            tuple(layouts), tuple(sorted((alias or {}).items())))
+
+
+def _kernel_code(graph, layouts, alias):
+    """(the kernel file's text, its hash, the approximations it calls, LLVM's interleave or None)."""
     used = set()
     loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used, alias=alias))   # neutral names: one file per loop
     streamed = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in graph.inputs + graph.outputs)
     # a loop shorter than four 16-lane vectors has nothing to interleave (and 0-d kernels keep their cache key)
     ilv = INTERLEAVE if used and np.prod(graph.outputs[0].shape) >= 64 and streamed <= cache_budget() else None
     code = _HEADER + (_APPROX_IMPORT if used else '') + (f'# LLVM: -force-vector-interleave={ilv}\n' if ilv else '') + loop
+    return code, hashlib.sha1(code.encode()).hexdigest()[:20], used, ilv
+
+
+def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
+    """Generate, write, import and compile the loop kernel for `graph` (see kernel_source). ``memo``: a dict
+    kept over one program's kernels: a group equal to one seen before reuses its code (issue 37)."""
+    if numba is None:
+        raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
+    shape = _structure(graph, layouts, alias) if memo is not None else None
+    found = memo.get(shape) if shape is not None else None
+    if found is None:
+        found = _kernel_code(graph, layouts, alias)
+        if shape is not None:
+            memo[shape] = found
+    code, key, used, ilv = found
 
     def src():
         return kernel_source(graph, layouts, readable=True, alias=alias)
-    key = hashlib.sha1(code.encode()).hexdigest()[:20]
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()
     if key in _LOADED:

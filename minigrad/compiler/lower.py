@@ -174,13 +174,13 @@ def build_kernels(steps, apart) -> list:
     """Build each kernel step's loop once memory is planned (its graph is complete: reductions it absorbed
     are in it). A result that took an input's buffer reads that input from its own array: two parameters
     that overlap make LLVM run the scalar loop (3-5x slower). ``apart``: ids of results written elsewhere."""
-    kernels = []
+    kernels, memo = [], {}
     for st in steps:
         if st.prim is kernel_call:
             alias = {[id(i) for i in st.ins].index(id(o.ref)): j for j, o in enumerate(st.outs)
                      if o.ref is not None and id(o) not in apart and sum(i is o.ref for i in st.ins) == 1}
             st.params['alias'] = alias
-            st.params['kernel'] = build_kernel(st.params['graph'], st.params['kernel'], alias)
+            st.params['kernel'] = build_kernel(st.params['graph'], st.params['kernel'], alias, memo)
             kernels.append(st.params['kernel'])
     return kernels
 

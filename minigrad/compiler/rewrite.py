@@ -62,9 +62,11 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
         r = list(r) if node.prim.multiple_results else [r]
         avals = [Aval(_fill_unknown_dims(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
     outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name, where=node.where)
-    for o, old in zip(outs[1:], node.outputs[1:]):
-        o.name = g.unique_name(old.name)
-    outs[0].node.where = node.where       # a copy still points at the learner's line (None too)
+    if len(outs) > 1:                   # issue 37: the common one-output copy without slices and a loop
+        for o, old in zip(outs[1:], node.outputs[1:]):
+            o.name = g.unique_name(old.name)
+    if not node.where:                  # add_node gave it the caller's line: a copy of a node without one has none
+        outs[0].node.where = node.where
     return outs
 
 
@@ -162,7 +164,7 @@ def _sub(pass_fn, sub: Graph, outer_env, parent) -> Graph:
 
 def unchanged(graph: Graph) -> bool:
     """May a pass that found nothing to do return `graph` itself? (Not if sub-graphs must be visited.)"""
-    return not any(subgraphs(n.params) for n in graph.nodes)
+    return not any(isinstance(v, Graph) for n in graph.nodes for v in n.params.values())   # issue 37: no call per node
 
 
 def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
