@@ -89,19 +89,3 @@ def test_verify_runs_each_shape_rule_once_but_checks_every_node():
             g.verify()
     finally:
         a.node.prim.shape_rule = rule
-
-
-def test_a_graph_built_again_compiles_its_driver_once(monkeypatch):
-    # the same graph built anew generates the same driver source: Python compiles it once per process
-    compiled = []           # program.py's compile (a module global shadows the builtin)
-    monkeypatch.setattr(mg.compiler.program, 'compile', lambda src, *a: compiled.append(src) or compile(src, *a),
-                        raising=False)
-    progs = []
-    for _ in range(2):
-        g, x, y = _graph()
-        with g.as_default():
-            y = y * 3.25 - 0.125         # a source no other test compiled before
-        progs.append(mg.compile(y, [x], backend='numpy'))
-    assert len([s for s in compiled if s == progs[0]._driver]) == 1
-    assert progs[0]._driver == progs[1]._driver
-    assert float(progs[1]([1.0, 2.0, 3.0])[0]) == float(progs[0]([1.0, 2.0, 3.0])[0])

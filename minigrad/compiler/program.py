@@ -4,7 +4,6 @@ the function a call runs. On the numba backend, each fusion group is a loop kern
 (kernels.py) the generated function calls."""
 from __future__ import annotations
 
-import functools
 import os
 import threading
 
@@ -19,12 +18,6 @@ from .lower import flatten, build_kernels
 from .memory import plan_memory
 
 _FILENAME = '<minigrad program>'
-
-
-@functools.lru_cache(maxsize=16)
-def _code(driver: str):
-    """The driver compiled by Python; a graph built again compiles to the same source: compiled once (issue 37)."""
-    return compile(driver, _FILENAME, 'exec')
 
 
 class Program:
@@ -63,7 +56,7 @@ class Program:
                           kernel_origin=[k.origin for k in self.kernels],
                           approximations={a: APPROX[a][0] for k in self.kernels for a in k.approximations})
         ns = {}
-        exec(_code(driver), ns)    # noqa: S102 -- our own source
+        exec(compile(driver, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]
         bufs = [np.empty(s, d) for s, d in self.memory.buffer_shapes]
         self._conv = self._converter(shapes)
