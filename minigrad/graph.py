@@ -442,7 +442,7 @@ def _check_node(node, defined, rules) -> str | None:
         if not isinstance(s, Symbol) or id(s) not in defined:
             return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
     if node.prim not in SOURCES and node.prim not in STATEFUL:
-        params = _rule_params(node) if node.params else {}      # issue 37: most nodes have no params
+        params = _rule_params(node)
         key = _rule_key(node.prim, tuple([(s.shape, s.dtype) for s in node.inputs]), params)
         avals = rules.get(key) if key is not None else None
         if avals is None:

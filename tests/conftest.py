@@ -9,6 +9,8 @@ import os
 import pytest
 from hypothesis import settings
 
+import minigrad as mg
+
 REAL_DEFAULT = {'test_notebook_outputs', 'test_exercises', 'test_course_opens', 'test_nbgrader', 'test_browser',
                 'test_binder', 'test_binder_cache', 'test_packaging', 'test_lite'}
 
@@ -34,3 +36,19 @@ if os.environ.get('HYPOTHESIS_PROFILE', 'fixed') == 'fixed':
         if hasattr(_providers, '_get_local_constants'):
             _providers._get_local_constants = lambda: _providers._local_constants
 
+
+
+@pytest.fixture
+def scalar_chain():
+    """A factory: scalar_chain(n) -> (graph, x, dy/dx) for n scalar ops, times 1.01 and tanh alternating
+    (the long chain of the compile-latency and grouping tests)."""
+    def make(n):
+        g = mg.Graph()
+        with g.as_default():
+            x = mg.placeholder(mg.float32, (), name='x')
+            y = x
+            for i in range(n):
+                y = mg.tanh(y) if i % 2 else y * 1.01
+            gx, = mg.gradients(y, [x])
+        return g, x, gx
+    return make

@@ -362,16 +362,10 @@ def test_session_and_program_take_feeds_by_one_rule(dtype, value):
     assert outcomes[0] == outcomes[1]
 
 
-def test_a_full_group_continues_in_the_group_its_overflow_opened():
+def test_a_full_group_continues_in_the_group_its_overflow_opened(scalar_chain):
     """The backward of a long chain of scalar ops: each step reads a forward value from a full group. Before
     the continuation rule each step opened a group of its own (4 ops a kernel: 100 kernels for 200 ops)."""
-    g = mg.Graph()
-    with g.as_default():
-        x = mg.placeholder(mg.float32, (), name='x')
-        y = x
-        for i in range(200):
-            y = mg.tanh(y) if i % 2 else y * 1.01
-        gx, = mg.gradients(y, [x])
+    g, x, gx = scalar_chain(200)
     prog = mg.compile([gx], [x], backend='numpy')       # grouping is the same pass on both backends
     cap = sys.modules['minigrad.compiler.fuse'].MAX_GROUP
     members = sum(sum(m.op != 'placeholder' for m in n.params['graph'].nodes) for n in prog.graph.nodes

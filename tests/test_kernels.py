@@ -379,16 +379,10 @@ def test_a_kernel_with_approximations_on_cached_arrays_runs_four_vectors_per_loo
     np.testing.assert_array_equal(prog(*xs).view(np.int32), plain(*xs).view(np.int32))
 
 
-def test_equal_fusion_groups_generate_their_kernel_code_once(monkeypatch):
-    # issue 37: a 2,000-op chain has ~90 kernels of a few shapes; each shape's source is generated once,
+def test_equal_fusion_groups_generate_their_kernel_code_once(monkeypatch, scalar_chain):
+    # issue 37: a 2,000-op chain has ~60 kernels of a few shapes; each shape's source is generated once,
     # and every kernel is still the one its own source names (the memo keys all kernel_source reads)
-    g = mg.Graph()
-    with g.as_default():
-        x = mg.placeholder(mg.float32, (), name='x')
-        y = x
-        for i in range(2000):
-            y = mg.tanh(y) if i % 2 else y * 1.01
-        gx, = mg.gradients(y, [x])
+    g, x, gx = scalar_chain(2000)
     made = []
     real = mg.compiler.kernels.kernel_source
     monkeypatch.setattr(mg.compiler.kernels, 'kernel_source', lambda *a, **k: made.append(1) or real(*a, **k))
