@@ -1,6 +1,7 @@
 """Issue 37: compile latency at scale. Graph.atomic keeps a journal of the names an op takes instead of
 copying every name per op (which made building a 20,000-op graph quadratic); a pass that returns an
 invalid graph is named, also when the next pass would fail on it."""
+import numpy as np
 import pytest
 
 import minigrad as mg
@@ -89,3 +90,29 @@ def test_verify_runs_each_shape_rule_once_but_checks_every_node():
             g.verify()
     finally:
         a.node.prim.shape_rule = rule
+
+
+def _snapshot(g):
+    return [(n, list(n.inputs), list(n.outputs), dict(n.params)) for n in g.nodes]
+
+
+def test_the_default_pipeline_starts_from_the_users_nodes_and_leaves_them_as_they_were():
+    g, x, y = _graph()
+    before = _snapshot(g)
+    prog = mg.compile(y, [x])
+    assert all(n.graph is g for n in prog.history[0][1].nodes)      # no copy of every node first
+    assert _snapshot(g) == before
+    np.testing.assert_allclose(prog(np.arange(3, dtype=np.float32)), mg.Session(g).run(y, {x: np.arange(3, dtype=np.float32)}))
+
+
+def test_a_learners_pass_gets_a_copy_so_editing_nodes_in_place_cannot_change_the_users_graph():
+    def edit(graph):          # a bug: edits its input's nodes (the pipeline checks only the node list)
+        for n in graph.nodes:
+            n.params = dict(n.params, edited=True)
+        return graph
+    g, x, y = _graph()
+    before = _snapshot(g)
+    mg.compile(y, [x], passes=[edit])
+    assert _snapshot(g) == before
+    prog = mg.compile(y, [x], passes=mg.compiler.DEFAULT_PASSES)      # the default list given: a copy too
+    assert not any(n.graph is g for n in prog.history[0][1].nodes)
