@@ -10,8 +10,8 @@ eager (the chain and the MLP step each get a ``tape / torch eager`` target; ``--
 cases), ``torch.compile`` and ``jax.jit`` when installed; the tanh chain (issue 37: tanh inside fused
 loops; timed again beside ``relu_floor``, the same fused loop with relu for tanh: it moves the same arrays
 with almost no arithmetic, so it is as fast as the tanh chain could be here); for per-example gradients
-(issue 36) a loop of ``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``. For one thread everywhere, run
-with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
+(issue 36) a loop of ``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``. For one thread
+everywhere, run with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
 The timing helpers and the chain case are minigrad.bench's (lesson 08 imports them).
 """
 from __future__ import annotations
@@ -403,7 +403,8 @@ def _bench_tanh_chain(quick, rng, repeats, min_time, rows, target):
         k = tanh_chain_kernels(n)
         rows.append({'case': f'tanh chain fwd+bwd {n}x{n} ({k["kernels"]} kernels)', **{a: v * 1e6 for a, v in t.items()}})
         if floor is not None:     # what the loop's memory traffic alone costs: a miss below it is not tanh's
-            f = timeit({'numpy': variants['numpy'], 'compiled': variants['compiled'], 'relu_floor': floor}, repeats, min_time)
+            both = {'numpy': variants['numpy'], 'compiled': variants['compiled'], 'relu_floor': floor}
+            f = timeit(both, repeats, min_time)
             rows.append({'case': f'  again, beside the same loop with relu for tanh (its memory floor: '
                                  f'{f["relu_floor"] / f["numpy"]:.3f}x numpy)', **{a: v * 1e6 for a, v in f.items()}})
         target(f'tanh chain {n}: compiled / numpy', c / t['numpy'], '<= 0.5', c / t['numpy'] <= 0.5)

@@ -25,7 +25,8 @@ class Program:
 
     Attributes: ``graph`` (optimised), ``history`` [(pass name, Graph)] (with the default passes and
     inputs fed at their own shapes, the 'input' snapshot holds your graph's own nodes: run its values with
-    ``mg.Session(your_graph)``), ``backend`` ('numba' or 'numpy'), ``source`` (generated Python, then each loop kernel's source),
+    ``mg.Session(your_graph)``), ``backend`` ('numba' or 'numpy'), ``source`` (generated Python, then
+    each loop kernel's source),
     ``kernels`` (numba backend: the compiled loop kernels), ``memory`` (MemoryPlan),
     ``stats`` (dict), ``inputs``, ``outputs``, ``variables`` (Variables read/assigned; their
     values live in ``state``).
