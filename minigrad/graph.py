@@ -251,7 +251,7 @@ class Graph:
     """
 
     __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor', 'notes',
-                 'grad_nodes', 'single', '_names', 'tracer', '__weakref__')
+                 'grad_nodes', 'single', '_names', '_scalars', 'tracer', '__weakref__')
 
     def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
         self.name = name
@@ -266,6 +266,7 @@ class Graph:
         self.grad_nodes: set[int] = set()    # ids of the nodes mg.gradients added (drawn as backward)
         self.single = False                  # a cond/while body written as `return x` (not a tuple)
         self._names = Names()
+        self._scalars: dict | None = None    # (dtype, bytes) -> its constant, in _one_constant_per_value
 
     # -- building
     def unique_name(self, base: str) -> str:
@@ -310,6 +311,15 @@ class Graph:
         self.captures.append((sym, inner))
         return inner
 
+    def _scalar(self, arr) -> Symbol:
+        """A constant for a Python number; inside mg.gradients one per value (the VJPs' 1s and -1s)."""
+        if self._scalars is None:
+            return constant(arr, graph=self)
+        key = (arr.dtype.str, arr.tobytes())            # bytes: -0.0 is not 0.0, nan is nan
+        if key not in self._scalars:
+            self._scalars[key] = constant(arr, graph=self)
+        return self._scalars[key]
+
     def lift(self, x, like=()) -> Symbol:
         """Turn a Python number, list, array (or, inside mg.trace, a Tensor) into a Symbol of this graph."""
         if isinstance(x, Symbol):
@@ -339,7 +349,7 @@ class Graph:
             # numpy 2's rule (NEP 50) whatever numpy runs: the scalar takes the Symbols' dtype
             dtype = dtypes.weak_dtype(x, dts, _Beside(like)) if dts else \
                 (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
-            return constant(np.asarray(x, dtype=dtype), graph=self)
+            return self._scalar(np.asarray(x, dtype=dtype))
         return constant(x, graph=self)
 
     # -- inspection
@@ -411,6 +421,16 @@ class Graph:
             self._names.undo = outer
             if outer is not None:
                 outer.extend(mine)
+
+    @contextlib.contextmanager
+    def _one_constant_per_value(self):
+        """Inside, a Python number lifted twice is one constant (mg.gradients: its VJPs' 1s and -1s). Private: an
+        op that fails inside must fail the whole block (as in mg.gradients), or the cache keeps its constant."""
+        outer, self._scalars = self._scalars, {} if self._scalars is None else self._scalars
+        try:
+            yield self
+        finally:
+            self._scalars = outer
 
     @contextlib.contextmanager
     def as_default(self):
@@ -677,7 +697,7 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
     """
     g, ys, xs, grad_ys = _gradient_args(ys, xs, grad_ys)
     start = len(g.nodes)
-    with g.atomic(), g.as_default():
+    with g.atomic(), g.as_default(), g._one_constant_per_value():
         # values that depend on some x: only those need (and get) cotangents
         x_ids = {id(x) for x in xs}
         live = set(x_ids)
@@ -756,8 +776,9 @@ def group(*ops) -> Symbol:
 
 
 def ones_like(s: Symbol) -> Symbol:
-    return P.broadcast_like(s.graph.lift(np.ones((), s.dtype)), s)
+    one = s.graph._scalar(np.ones((), s.dtype))
+    return one if s.shape == () else P.broadcast_like(one, s)      # a scalar's seed: no no-op node
 
 
 def zeros_like(s: Symbol) -> Symbol:
-    return P.broadcast_like(s.graph.lift(np.zeros((), s.dtype)), s)
+    return P.broadcast_like(s.graph._scalar(np.zeros((), s.dtype)), s)

@@ -70,13 +70,23 @@ def _sum_to_like_impl(g, ref):
 
 
 def _unbroadcast(g, x):     # speed: no sum_to_like call when nothing was broadcast
-    """sum_to_like(g, x), skipping the call on the plain-numpy backward when nothing was broadcast."""
+    """sum_to_like(g, x), skipped when g already has x's shape and dtype: on the plain-numpy backward,
+    the recorded one (create_graph) and in graphs whose shapes are known (mg.gradients: no no-op node)."""
     if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape and g.dtype == x.dtype:
         return g
-    if isinstance(g, hooks.tensor_type) and isinstance(x, hooks.tensor_type) and g.shape == x.shape \
-            and g.dtype == x.dtype:
-        return g                        # recorded backward (create_graph): no no-op node either
+    if _same_kind(g, x) and g.dtype == x.dtype and g.shape == x.shape and _static(g.shape):
+        return g
     return sum_to_like(g, x)
+
+
+def _same_kind(g, x):
+    """Both Tensors (a recorded backward) or both Symbols (mg.gradients)."""
+    kinds = (hooks.tensor_type, hooks.symbol_type)
+    return any(isinstance(g, k) and isinstance(x, k) for k in kinds)
+
+
+def _static(shape):
+    return shape is not None and None not in shape
 
 
 def _like_rule(g, ref, **params):

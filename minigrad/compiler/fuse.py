@@ -12,7 +12,7 @@ from ..core import Aval
 from ..graph import Graph, Symbol
 from .ops import fma, fused
 from .kernels import why_not
-from .prune import prune
+from .prune import prune_new
 from .rewrite import rewrite_pass, unchanged, copy_node, emit, extract, NodeView
 
 
@@ -56,7 +56,7 @@ def fuse(graph: Graph) -> Graph:
     def to_fma(node, ins, g):
         args = fma.match(NodeView(node, ins), lambda s: uses.get(id(_old(node, ins, s)), 0) == 1)
         return None if args is None else [emit(g, fma, args, name=node.outputs[0].name)]
-    g1 = prune(rewrite_pass(graph, to_fma, lambda s: s if s.name == 'fused' else fuse(s)))
+    g1 = prune_new(rewrite_pass(graph, to_fma, lambda s: s if s.name == 'fused' else fuse(s)), graph)
     return _group_until_stable(g1)
 
 

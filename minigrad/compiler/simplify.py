@@ -14,7 +14,7 @@ from ..graph import Graph
 from .cse import cse
 from .fold import fold_constants, FOLD_LIMIT
 from .ops import SIMPLIFY_OPS
-from .prune import prune
+from .prune import prune_new
 from .specialize import specialize
 from .rewrite import rewrite_pass, rebuild, emit, uniform, known, NodeView
 
@@ -81,7 +81,8 @@ def simplify(graph: Graph) -> Graph:
     notes, start = [], graph
     for k in range(MAX_ROUNDS):
         n = len(graph.nodes)
-        for step in (lambda g: rewrite_pass(g, _rule, simplify), specialize, fold_constants, cse, prune):
+        for step in (lambda g: rewrite_pass(g, _rule, simplify), specialize, fold_constants, cse,
+                     lambda g: prune_new(g, start)):
             graph = step(graph)
             notes += [m for m in graph.notes if m not in notes]
         if len(graph.nodes) == n:
