@@ -52,3 +52,12 @@ def scalar_chain():
             gx, = mg.gradients(y, [x])
         return g, x, gx
     return make
+
+
+@pytest.fixture(params=['closures', 'indexed'])
+def driver(request, monkeypatch):
+    """Both forms of a generated driver: buffers bound to closure variables (small programs) and read as B[i]
+    (programs with more than codegen.MANY_BUFFERS buffers; here every program)."""
+    if request.param == 'indexed':
+        monkeypatch.setattr(mg.compiler.codegen, 'MANY_BUFFERS', 0)
+    return request.param

@@ -19,7 +19,7 @@ def _graph():
 
 
 # ------------------------------------------------------------------ duplicate, merged and alias fetches
-def test_duplicate_fetch_returns_the_value_twice():
+def test_duplicate_fetch_returns_the_value_twice(driver):
     g, x = _graph()
     with g.as_default():
         y = x * 2.0 + 1.0
@@ -29,7 +29,7 @@ def test_duplicate_fetch_returns_the_value_twice():
     assert a is not b
 
 
-def test_fetches_merged_by_cse_are_both_written():
+def test_fetches_merged_by_cse_are_both_written(driver):
     g, x = _graph()
     with g.as_default():
         a, b = x * 2.0, x * 2.0
@@ -39,7 +39,7 @@ def test_fetches_merged_by_cse_are_both_written():
         np.testing.assert_array_equal(rb, X * 2)
 
 
-def test_identity_op_fetched_beside_its_input():
+def test_identity_op_fetched_beside_its_input(driver):
     g, x = _graph()
     with g.as_default():
         z = x * 1.0
@@ -60,7 +60,7 @@ def test_gradients_with_a_repeated_x():
         np.testing.assert_array_equal(got[1], 2 * X)
 
 
-def test_source_writes_every_returned_value_before_returning():
+def test_source_writes_every_returned_value_before_returning(driver):
     g, x = _graph()
     with g.as_default():
         y = x * 2.0 + 1.0

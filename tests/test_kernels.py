@@ -97,7 +97,7 @@ def test_no_temporaries_beyond_the_output(backend):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
-def test_between_calls_the_program_holds_no_array_for_a_result_it_handed_out(backend):
+def test_between_calls_the_program_holds_no_array_for_a_result_it_handed_out(backend, driver):
     """Issue 37: a buffer handed to the caller is replaced as the next call starts, when the caller has freed
     the last results (their memory is reused), not as the call ends (new memory: a page fault per 4 KiB)."""
     y, ps = relu_chain(100_000)
@@ -121,7 +121,7 @@ def test_between_calls_the_program_holds_no_array_for_a_result_it_handed_out(bac
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
-def test_out_writes_into_the_callers_arrays(backend):
+def test_out_writes_into_the_callers_arrays(backend, driver):
     outs, ins = chain_grads(n=4, layers=2)
     prog = mg.compile(outs, ins, backend=backend)
     xs = [np.random.default_rng(k).standard_normal((4, 4)).astype(np.float32) for k in range(3)]
@@ -145,7 +145,7 @@ def test_out_writes_into_the_callers_arrays(backend):
         prog(*xs, out=dst[:2])
 
 
-def test_a_variable_update_is_written_by_its_kernel_and_committed_at_the_end():
+def test_a_variable_update_is_written_by_its_kernel_and_committed_at_the_end(driver):
     g = mg.Graph()
     with g.as_default():
         x = mg.placeholder(mg.float32, (8,), name='x')
@@ -167,7 +167,7 @@ def test_a_variable_update_is_written_by_its_kernel_and_committed_at_the_end():
 
 
 @pytest.mark.parametrize('also_fetched', [False, True])
-def test_a_value_assigned_to_two_variables_is_written_for_both(also_fetched):
+def test_a_value_assigned_to_two_variables_is_written_for_both(also_fetched, driver):
     """issue 31: the kernel wrote t only into b's new array; a's assign read t's unwritten buffer."""
     g = mg.Graph()
     with g.as_default():
@@ -181,7 +181,7 @@ def test_a_value_assigned_to_two_variables_is_written_for_both(also_fetched):
         np.testing.assert_array_equal(sess.run([a, b]), [[19., 23.], [19., 23.]], err_msg=be)
 
 
-def test_adam_fit_on_numba_matches_numpy(monkeypatch):
+def test_adam_fit_on_numba_matches_numpy(monkeypatch, driver):
     """issue 31: Adam's step read uninitialised memory on numba (losses [4.88, inf, inf, ...])."""
     rs = np.random.RandomState(0)
     x, y = rs.randn(8, 3).astype(np.float32), rs.randn(8, 1).astype(np.float32)
@@ -392,3 +392,19 @@ def test_equal_fusion_groups_generate_their_kernel_code_once(monkeypatch, scalar
     build = mg.compiler.kernels.build_kernel          # without the memo: each group's source written out
     monkeypatch.setattr(mg.compiler.lower, 'build_kernel', lambda graph, layouts, alias, memo: build(graph, layouts, alias))
     assert [k.path for k in mg.compile(gx, [x], backend='numba').kernels] == [k.path for k in prog.kernels]
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_a_driver_with_many_buffers_reads_them_by_index(backend, monkeypatch):
+    outs, ins = chain_grads(n=4, layers=2)
+    xs = [np.random.default_rng(k).standard_normal((4, 4)).astype(np.float32) for k in range(3)]
+    small = mg.compile(outs, ins, backend=backend)
+    monkeypatch.setattr(mg.compiler.codegen, 'MANY_BUFFERS', 2)
+    big = mg.compile(outs, ins, backend=backend)
+    driver = big.source.split('# ---- kernel')[0]
+    assert 'b0 = B[0]' in small.source and 'nonlocal' in small.source
+    assert 'b0 = B[0]' not in driver and 'nonlocal' not in driver
+    assert re.search(r'B\[\d+\] = None  # hand the buffer to the caller', driver)
+    for _ in range(2):                  # the second call replaces the buffers the first handed out
+        for a, b in zip(big(*xs), small(*xs)):
+            np.testing.assert_array_equal(a, b)
