@@ -119,21 +119,9 @@ def test_a_learners_pass_gets_a_copy_so_editing_nodes_in_place_cannot_change_the
     assert not any(n.graph is g for n in prog.history[0][1].nodes)
 
 
-def _chain_gradient(n):
-    """A chain of n scalar ops (mul by 1.01, tanh alternating), as bench.py's scale case, and its gradient."""
-    g = mg.Graph()
-    with g.as_default():
-        x = mg.placeholder(mg.float32, (), name='x')
-        y = x
-        for i in range(n):
-            y = mg.tanh(y) if i % 2 else y * 1.01
-        forward = len(g.nodes)
-        gx, = mg.gradients(y, [x])
-    return g, x, gx, forward
-
-
-def test_gradients_of_a_chain_add_no_no_op_nodes():
-    g, x, gx, forward = _chain_gradient(200)
+def test_gradients_of_a_chain_add_no_no_op_nodes(scalar_chain):
+    g, x, gx = scalar_chain(200)
+    forward = sum(id(n) not in g.grad_nodes for n in g.nodes)
     # a mul's VJP is one mul, a tanh's four (g * (1 + out*out*-1)); its 1 and -1 are two constants for the
     # whole gradient, and the seed is that 1: no sum_to_like (equal shapes), no broadcast of a scalar seed
     assert len(g.nodes) - forward == 100 * 1 + 100 * 4 + 2
@@ -146,8 +134,8 @@ def test_gradients_of_a_chain_add_no_no_op_nodes():
     np.testing.assert_allclose(mg.Session(g).run(gx, {x: np.float32(0.5)}), want.grad.numpy(), rtol=1e-6)
 
 
-def test_compiling_the_chains_gradient_copies_each_node_a_few_times_not_once_per_pass(monkeypatch):
-    g, x, gx, _ = _chain_gradient(200)
+def test_compiling_the_chains_gradient_copies_each_node_a_few_times_not_once_per_pass(monkeypatch, scalar_chain):
+    g, x, gx = scalar_chain(200)
     made = []
     add_node = mg.Graph.add_node
     monkeypatch.setattr(mg.Graph, 'add_node', lambda self, *a, **k: made.append(1) or add_node(self, *a, **k))
