@@ -312,7 +312,7 @@ class Graph:
         return inner
 
     def _scalar(self, arr) -> Symbol:
-        """A constant for a Python number; inside mg.gradients one per value (the VJPs' 1s and -1s)."""
+        """A constant for a number (a 0-d `arr`); inside mg.gradients one per value (the VJPs' 1s and -1s)."""
         if self._scalars is None:
             return constant(arr, graph=self)
         key = (arr.dtype.str, arr.tobytes())            # bytes: -0.0 is not 0.0, nan is nan
@@ -350,6 +350,8 @@ class Graph:
             dtype = dtypes.weak_dtype(x, dts, _Beside(like)) if dts else \
                 (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
             return self._scalar(np.asarray(x, dtype=dtype))
+        if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) == 0:     # e.g. neg's typed -1 on numpy 1.x
+            return self._scalar(np.asarray(x))
         return constant(x, graph=self)
 
     # -- inspection
