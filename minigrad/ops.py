@@ -366,7 +366,7 @@ max_ = prim('max', _max_impl, functools.partial(_reduce_rule, _op='max'), _max_v
 
 # ------------------------------------------------- shape ops
 def _reshape_rule(x, shape):
-    if x.shape is not None and None not in x.shape:
+    if _static(x.shape):
         size = int(np.prod(x.shape))
         rest = int(np.prod([d for d in shape if d != -1]))      # the elements the given dims hold
         if shape.count(-1) == 0:

@@ -197,8 +197,8 @@ class Codegen:
             rets.append(f'r_{k}')
         self.body += commit
         self.body.append(f'return {rets[0]}' if single else f'return [{", ".join(rets)}]')
-        handed = {f'b{v.buf}' for v in outputs if v.kind == 'temp' and v.buf is not None}
-        return [] if self.indexed else sorted(handed)      # B[i] = None needs no nonlocal
+        rebound = sorted({f'b{v.buf}' for v in outputs if v.kind == 'temp' and v.buf is not None})
+        return [] if self.indexed else rebound          # B[i] = None needs no nonlocal
 
     def source(self, ivals, bufs, rebound) -> str:
         lines = ['def build(np, B, K, conv):', '    ndarray = np.ndarray']

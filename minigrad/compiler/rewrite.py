@@ -164,7 +164,7 @@ def _sub(pass_fn, sub: Graph, outer_env, parent) -> Graph:
 
 def unchanged(graph: Graph) -> bool:
     """May a pass that found nothing to do return `graph` itself? (Not if sub-graphs must be visited.)"""
-    return not any(isinstance(v, Graph) for n in graph.nodes for v in n.params.values())
+    return not any(subgraphs(n.params) for n in graph.nodes)
 
 
 def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
