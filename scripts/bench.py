@@ -21,14 +21,18 @@ import functools
 import gc
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
 import minigrad as mg
 from minigrad.bench import NUMBA, autograd_step, chain_arrays, chain_loss, chain_variants, compiled_variants, peak_bytes, timeit, torch
+from minigrad.compiler.program import _FILENAME
 
 try:
     os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
@@ -158,6 +162,100 @@ def _mlp_jax(params, x, onehot, batch, lr):
         loss, state['p'] = f(state['p'], *xs)
         return jax.block_until_ready(loss)
     return jax_step
+
+
+def timed_driver(prog):
+    """The program's driver with each step line timed into T[k]; (run, labels [(op, code)], T)."""
+    out, labels = [], []
+    for line in prog._driver.splitlines():
+        code, _, comment = line.strip().partition('  # ')
+        m = re.fullmatch(r'(\S+) = (\w+)', comment)
+        top = line.startswith(' ' * 8) and not line.startswith(' ' * 9)
+        if top and (m or re.match(r'n\d+ = np_empty', code)) and not code.startswith(('if ', 'r_', 'o0 =')):
+            labels.append((m.group(2) if m else 'empty', code))
+            line = f'        _t = _pc(); {code}; _T[{len(labels) - 1}] += _pc() - _t'
+        out.append(line)
+    ns, T = {}, [0.0] * len(labels)
+    exec(compile('\n'.join(out).replace('def build(np, B, K, conv):', 'def build(np, B, K, conv, _pc, _T):'),
+                 _FILENAME, 'exec'), ns)
+    cells = dict(zip(prog._run.__code__.co_freevars, (c.cell_contents for c in prog._run.__closure__)))
+    bufs = [cells.get(f'b{i}', None) for i in range(len(prog.memory.buffer_shapes))]
+    bufs = [b if b is not None else np.empty(s, d) for b, (s, d) in zip(bufs, prog.memory.buffer_shapes)]
+    return ns['build'](np, bufs, cells['K'], prog._conv, time.perf_counter, T), labels, T
+
+
+def numpy_split(x, labels, onehot, W, B, batch, lr, T):
+    """scripts/bench.py's _mlp_numpy, its matmul time into T['mm'] and the rest into T['rest']."""
+    pc = time.perf_counter
+
+    def mm(a, b):
+        t = pc()
+        r = a @ b
+        T['mm'] += pc() - t
+        return r
+
+    def step():
+        t0, m0 = pc(), T['mm']
+        z1 = mm(x, W[0]) + B[0]; h1 = np.maximum(z1, 0)
+        z2 = mm(h1, W[1]) + B[1]; h2 = np.maximum(z2, 0)
+        z3 = mm(h2, W[2]) + B[2]
+        e = np.exp(z3 - z3.max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = -np.log(p[np.arange(batch), labels]).mean()
+        g3 = (p - onehot) / batch
+        gW2, gB2 = mm(h2.T, g3), g3.sum(0)
+        g2 = mm(g3, W[2].T) * (z2 > 0)
+        gW1, gB1 = mm(h1.T, g2), g2.sum(0)
+        g1 = mm(g2, W[1].T) * (z1 > 0)
+        gW0, gB0 = mm(x.T, g1), g1.sum(0)
+        for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
+            P -= lr * G
+        T['rest'] += pc() - t0 - (T['mm'] - m0)
+        return loss
+    return step
+
+
+def mlp_split(batch, reps, n, show_steps=False):
+    """The MLP step compiled (numba) and in numpy, each step of its driver timed in place: medians of `reps`
+    runs of `n` calls, (compiled matmul, compiled rest, numpy matmul, numpy rest) in seconds, and the program
+    (issue 37: the non-matmul part, matmul epilogues and the softmax head, against numpy's)."""
+    rng = np.random.default_rng(0)
+    sizes = [784, 256, 128, 10]
+    init = [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
+    x = rng.standard_normal((batch, 784)).astype(np.float32)
+    lab = rng.integers(0, 10, batch)
+    onehot = np.eye(10, dtype=np.float32)[lab]
+    g = mg.Graph()
+    with g.as_default():
+        px, py = mg.placeholder(mg.float32, (batch, 784), name='x'), mg.placeholder(mg.float32, (batch, 10), name='y')
+        VW = [mg.Variable(w.copy(), name=f'W{i}') for i, w in enumerate(init)]
+        VB = [mg.Variable(np.zeros(b, np.float32), name=f'b{i}') for i, b in enumerate(sizes[1:])]
+        loss = mlp_loss(px, VW, VB, py, mg.relu, mg.log_softmax, batch)
+        grads = mg.gradients(loss, VW + VB)
+        step = mg.group(*[v.assign(v - 0.01 * gv) for v, gv in zip(VW + VB, grads)])
+    prog = mg.compile([loss, step], [px, py], backend='numba')
+    run, labels, T = timed_driver(prog)
+    state = [s.copy() for s in prog.state]
+    TN = {'mm': 0.0, 'rest': 0.0}
+    nstep = numpy_split(x, lab, onehot, [w.copy() for w in init], [np.zeros(b, np.float32) for b in sizes[1:]],
+                        batch, 0.01, TN)
+    steps, nsplit = [], []
+    for _ in range(reps):
+        T[:] = [0.0] * len(T)
+        for _ in range(n):
+            run(x, onehot, state, None)
+        steps.append([t / n for t in T])
+        TN.update(mm=0.0, rest=0.0)
+        for _ in range(n):
+            nstep()
+        nsplit.append((TN['mm'] / n, TN['rest'] / n))
+    med = [statistics.median(s[k] for s in steps) for k in range(len(labels))]
+    if show_steps:
+        for (op, code), t in zip(labels, med):
+            print(f'  {t * 1e6:8.2f} us  {op:10s} {code[:90]}')
+    c_mm = sum(t for (op, _), t in zip(labels, med) if op == 'matmul')
+    n_mm, n_rest = (statistics.median(s[k] for s in nsplit) for k in (0, 1))
+    return c_mm, sum(med) - c_mm, n_mm, n_rest, prog
 
 
 def fused_case(n, rng, compile_torch=False):
@@ -422,6 +520,11 @@ def _bench_mlp(quick, rng, repeats, min_time, rows, target):
         target(f'MLP batch {batch}: compiled / numpy', t[best] / t['numpy'], f'<= {lim}', t[best] / t['numpy'] <= lim)
         if 'torch' in t:
             target(f'MLP batch {batch}: tape / torch eager', t['tape'] / t['torch'], '<= 1.0', t['tape'] <= t['torch'])
+        if batch == 64 and NUMBA:
+            c_mm, c_rest, n_mm, n_rest, _ = mlp_split(batch, repeats, 200)
+            rows.append({'case': 'MLP step batch 64: all but the matmuls (each step timed)', 'numpy': n_rest * 1e6,
+                         'compiled': c_rest * 1e6})
+            target('MLP batch 64: non-matmul compiled / numpy', c_rest / n_rest, '<= 0.5', c_rest <= 0.5 * n_rest)
         for _ in range(3):
             variants[best]()
         tr = peak_bytes(variants[best])

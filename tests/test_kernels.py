@@ -279,13 +279,16 @@ def _mlp_step(batch=5, sizes=(12, 8, 6, 4), lr=0.01):
 def test_mlp_step_has_no_view_steps_around_its_kernels():
     """Issue 37 (matmul epilogues): a kernel reads a broadcast_to's input itself, and each bias gradient
     (a column sum) is accumulated by the kernel that makes the relu's gradient, softmax's max by the bias
-    add's kernel: the MLP step's driver makes no broadcast or reshape view, and three sums stay numpy calls."""
+    add's kernel, softmax's row sum by the exp's kernel: the MLP step's driver makes no broadcast or reshape
+    view, and two sums stay numpy calls (the loss's total, and a row sum of a lone multiply)."""
     outs, ins, feed = _mlp_step()
     prog = mg.compile(outs, ins, backend='numba')
     ops = [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
     assert 'broadcast_to' not in ops and 'reshape' not in ops, prog.source
-    assert ops.count('sum') == 3 and ops.count('matmul') == 8 and 'max' not in ops, ops
+    assert ops.count('sum') == 2 and ops.count('matmul') == 8 and 'max' not in ops, ops
     assert prog.source.count('.fill(') == 4, prog.source      # three bias gradients, softmax's max
+    assert sum(k.source.count('for blk in range(') for k in prog.kernels) == 0     # 4 classes: under one block
+    assert sum('row' in k.source for k in prog.kernels) == 1, [k.source for k in prog.kernels]
     # in place (a matmul's buffer takes its bias + relu): read from the result's own array, no second parameter
     assert re.search(r'\n +\w+ = o\d+\[i', prog.source), prog.source
     ref = mg.compile(outs, ins, backend='numpy')
@@ -314,6 +317,44 @@ def test_a_column_sum_of_a_kernel_result_is_accumulated_in_the_loop_exactly(keep
     got = prog(a, b)[1]
     np.testing.assert_array_equal(got, want)
     assert np.signbit(got).tolist() == np.signbit(want).tolist()
+
+
+def test_a_column_of_negative_zeros_sums_to_positive_zero_as_in_numpy():
+    """numpy's add.reduce starts from +0.0: a kernel's accumulated sum too (it started from -0.0 once)."""
+    g = mg.Graph()
+    with g.as_default():
+        x, w = mg.placeholder(mg.float32, (4, 12), name='x'), mg.placeholder(mg.float32, (12,), name='w')
+        y = mg.tanh(x * w) + x
+        sums = [mg.sum(y, axis=0), mg.sum(y, axis=1, keepdims=True)]
+    prog = mg.compile([y] + sums, [x, w], backend='numba')
+    assert prog.memory.schedule == ['add, sum, sum_1 = kernel(x, w)']
+    a = np.full((4, 12), -0.0, np.float32)
+    y, s0, s1 = prog(a, np.ones(12, np.float32))
+    assert np.signbit(y).all() and not np.signbit(s0).any() and not np.signbit(s1).any()
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_a_row_sum_of_a_kernel_result_adds_in_numpys_pairwise_order(dtype):
+    """A sum over the last axis of rows up to ROW_SUM (128) elements: the kernel keeps the row and adds it
+    as numpy's pairwise_sum does (8 accumulators, their tree, then the rest), equal bit for bit, signs of
+    zero, inf and nan included; longer rows stay a numpy call."""
+    rng = np.random.default_rng(6)
+    for n in [2, 7, 8, 9, 10, 16, 17, 100, 127, 128, 129]:
+        g = mg.Graph()
+        with g.as_default():
+            x, w = mg.placeholder(dtype, (5, n), name='x'), mg.placeholder(dtype, (n,), name='w')
+            y = mg.relu(x * w) - x
+            s = mg.sum(y, axis=-1, keepdims=n % 2 == 0)
+        prog = mg.compile([y, s], [x, w], backend='numba')
+        summed = 'sum' in [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
+        assert prog.stats['kernels'] == 1 and summed == (n > 128), (n, prog.memory.schedule)
+        a, b = (rng.standard_normal((5, n)) * 100).astype(dtype), rng.standard_normal(n).astype(dtype)
+        a[0], a[1, -1], a[2, 0] = -0.0, np.inf, np.nan
+        with np.errstate(invalid='ignore'):     # inf - inf
+            got_y, got = prog(a, b)
+        want = np.add.reduce(got_y, axis=-1, keepdims=n % 2 == 0)
+        np.testing.assert_array_equal(got, want)
+        assert np.signbit(got).tolist() == np.signbit(want).tolist(), n
 
 
 @pytest.mark.parametrize('axis,keepdims', [(-1, True), (1, False), (0, False)])

@@ -137,18 +137,61 @@ def _reduced(node, full) -> bool:
     return tuple(node.outputs[0].shape) != full and not node.prim.elementwise
 
 
-def _accumulator(node, k, ivars, init) -> str:
-    """Where reduction `node` (result o<k>) accumulates, o<k> filled with its unit (or initial) first."""
-    axes, keep, o = node.params['axis'], node.params['keepdims'], node.outputs[0]
+def _first(node) -> str:
+    """The reduction's starting value (its unit, or its initial) as a literal of its dtype."""
     first = node.prim.unit if node.params.get('initial') is None else node.params['initial']
-    init.append(f'o{k}.fill({_convert(repr(float(first)).replace("inf", "np.inf"), o.dtype)})')
+    return _convert(repr(float(first)).replace('inf', 'np.inf'), node.outputs[0].dtype)
+
+
+def _accumulator(node, k, ivars, init) -> str:
+    """Where reduction `node` (result o<k>) accumulates, o<k> filled with its first value, unless it sums rows."""
+    axes, keep = node.params['axis'], node.params['keepdims']
+    if not node.params.get('rows'):
+        init.append(f'o{k}.fill({_first(node)})')
     return f'o{k}[' + ', '.join('0' if d in axes else v for d, v in enumerate(ivars) if keep or d not in axes) + ']'
+
+
+# numpy sums a contiguous row of up to 128 elements (its pairwise_sum's block) with 8 accumulators, element j
+# into r[j % 8], then adds them as a tree and the last n % 8 elements one by one; a kernel adds rows that way
+ROW_SUM = 128
+
+
+def _reduction(node, k, element, ivars, full, ctx, init, rows) -> tuple:
+    """(target, expression) accumulating reduction `node` (result o<k>) from `element`: into o<k>[...], or
+    for a row sum into row<k>, summed in numpy's order after the loop over the row (_row_sums)."""
+    o, at = node.outputs[0], _accumulator(node, k, ivars, init)
+    add = lambda x, y: _convert(node.prim.kernel([x, y], node.params, ctx), o.dtype)
+    if not node.params.get('rows'):
+        return at, add(at, element)
+    init += [f'acc{k} = np.empty(8, np.{o.dtype.name})', f'row{k} = np.empty({full[-1]}, np.{o.dtype.name})']
+    rows.append((k, add, _convert('-0.0', o.dtype), f'{at} = {add(_first(node), f"r{k}")}'))
+    return f'row{k}[{ivars[-1]}]', element
+
+
+def _row_sums(full, sums) -> list:
+    """Lines summing each row kept in row<k> in numpy's order, after the loop that filled it (which stays
+    vectorised): acc<k>[j] (from -0.0, so its first add is exact) takes elements j, j + 8, ... of the first
+    n - n % 8, r<k> is their tree, then adds the rest. ``sums``: (k, add(x, y), -0.0, store line)."""
+    n = full[-1] if sums else 0
+    n8, lines = n - n % 8, []
+    for k, add, neg, store in sums:
+        if n8:
+            a = [f'acc{k}[{j}]' for j in range(8)]
+            tree = functools.reduce(lambda xs, _: [add(x, y) for x, y in zip(xs[::2], xs[1::2])], range(3), a)[0]
+            lines += [f'acc{k}[:] = {neg}', f'for blk in range(0, {n8}, 8):', '    for j in range(8):',
+                      f'        acc{k}[j] = {add(f"acc{k}[j]", f"row{k}[blk + j]")}', f'r{k} = {tree}']
+        else:
+            lines.append(f'r{k} = {neg}')
+        if n % 8:
+            lines += [f'for j in range({n8}, {n}):', f'    r{k} = {add(f"r{k}", f"row{k}[j]")}']
+        lines.append(store)
+    return lines
 
 
 def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
-    whose results have one shape but reductions (a sum over the leading axis, accumulated from the
-    record's ``unit``); ``layouts`` gives each input's numba layout ('C' or 'A');
+    whose results have one shape but reductions (a sum over the leading or last axis, accumulated from
+    the record's ``unit``); ``layouts`` gives each input's numba layout ('C' or 'A');
     the names of the approximations it calls are added to the set ``approx``; ``alias`` {input k: result j}:
     input k is read from o<j> (computed in place), not passed."""
     if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
@@ -161,7 +204,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
     note = _note if readable else (lambda *a: '')      # the comments: only in the source a reader sees
     ins = [f'a{k}' for k in range(len(graph.inputs)) if k not in alias]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
-    hoisted, loads, body, init = [], [], [], []
+    hoisted, loads, body, init, rows = [], [], [], [], []
     for k, s in enumerate(graph.inputs):
         x = names[id(s)] = local(s, f'x{k}')
         ix = _index(tuple(s.shape), full, ivars, layouts[k] == 'A')
@@ -174,10 +217,10 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
         ctx.dtype = o.dtype if o.dtype.kind != 'b' else np.result_type(*[i.dtype for i in node.inputs])
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
-        if _reduced(node, full):      # o<k>[...] = combine(o<k>[...], element)
-            t = _accumulator(node, [id(r) for r in graph.outputs].index(id(o)), ivars, init)
-            args = [t] + args
-        expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
+        if _reduced(node, full):
+            t, expr = _reduction(node, [id(r) for r in graph.outputs].index(id(o)), args[0], ivars, full, ctx, init, rows)
+        else:
+            expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
         body += ctx.lines + [f'{t} = {expr}' + note(t, o.name, node.prim.name)]
         ctx.lines = []
     at = _index(full, full, ivars)
@@ -203,7 +246,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
     for k, v in enumerate(ivars):
         lines.append(f'{ind}for {v} in range(n{k}):')
         ind += '    '
-    lines += [ind + x for x in loads + body + stores]
+    lines += [ind + x for x in loads + body + stores] + [ind[4:] + x for x in _row_sums(full, rows)]
     return '\n'.join(lines) + '\n'
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..core import Aval
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
-from .kernels import build_kernel, why_not
+from .kernels import ROW_SUM, build_kernel, why_not
 from .ops import kernel_call, fused
 from .rules import ANY_ORDER
 from .rewrite import extract, stand_in
@@ -126,8 +126,9 @@ class _Flattener:
 
     def absorb(self, node) -> bool:
         """A reduction over one axis of a kernel's result (a bias gradient, softmax's max), accumulated by
-        that kernel instead of a second pass (issue 37): a sum only over the leading axis, where numpy adds
-        the rows in the same order (equal sums), a max (ANY_ORDER) over any one axis."""
+        that kernel instead of a second pass (issue 37): a sum over the leading axis, where numpy adds the
+        rows in the same order, or over the last axis of rows up to ROW_SUM elements (``rows``: the kernel adds
+        each row in numpy's pairwise order), so the sums are equal; a max (ANY_ORDER) over any one axis."""
         v = self.vals.get(id(node.inputs[0])) if len(node.inputs) == 1 else None
         st, o = self.made_by.get(id(v)), node.outputs[0]
         if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
@@ -135,10 +136,13 @@ class _Flattener:
             return False
         axis = node.params.get('axis')
         axis = (axis,) if isinstance(axis, int) else axis
-        if axis is None or len(axis) != 1 or v.shape[axis[0]] == 1 or (axis[0] % len(v.shape) != 0
-                                                                        and node.prim not in ANY_ORDER):
+        if axis is None or len(axis) != 1 or v.shape[axis[0]] == 1:
             return False
-        params = dict(node.params, axis=(axis[0] % len(v.shape),), keepdims=bool(node.params.get('keepdims')))
+        a = axis[0] % len(v.shape)
+        rows = a == len(v.shape) - 1 and node.prim not in ANY_ORDER
+        if a != 0 and node.prim not in ANY_ORDER and not (rows and v.shape[a] <= ROW_SUM):
+            return False
+        params = dict(node.params, axis=(a,), keepdims=bool(node.params.get('keepdims')), rows=rows)
         g = st.params['graph']
         g.outputs += g.add_node(node.prim, [g.outputs[st.outs.index(v)]], params, [Aval(o.shape, o.dtype)], name=o.name)
         st.outs.append(self.new(o, 'temp'))

@@ -167,8 +167,9 @@ P.cast.kernel = P.stop_gradient.kernel = lambda a, params, ctx: a[0]   # the ker
 # a view with a kernel rule is read through: a loop kernel reads broadcast_to's input broadcast to the loop
 P.broadcast_to.kernel = lambda a, params, ctx: a[0]
 # a reduction of a kernel's result, accumulated by that kernel (lower.py absorbs it): combine (accumulator,
-# element) from the unit; a sum only over the leading axis (numpy's order), a max (any order) over any one axis
-P.sum_.kernel, P.sum_.unit = (lambda a, params, ctx: f'{a[0]} + {a[1]}'), -0.0
+# element) from the unit; a sum over the leading or the last axis (numpy's order), a max (any order) over any
+# one axis. A sum starts from +0.0 as numpy's add.reduce does: a column of -0.0 sums to +0.0
+P.sum_.kernel, P.sum_.unit = (lambda a, params, ctx: f'{a[0]} + {a[1]}'), 0.0
 P.max_.kernel, P.max_.unit = P.maximum.kernel, -np.inf     # nan wins; a tie takes the later element, as numpy
 # reductions whose result does not depend on the order of the elements (but the sign of a zero max: numpy's
 # own SIMD reduction takes either zero of a tie)
