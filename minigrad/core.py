@@ -144,6 +144,7 @@ class _Hooks:
     tensor_type: type = type(None)       # tensor.Tensor
     graph_apply: Callable = None         # (prim, args, params) -> Symbol | tuple
     eager_apply: Callable = None         # (prim, args, params) -> Tensor
+    eager_relu: Callable = None          # Tensor -> Tensor: relu on the tape (tensor.py)
     dual_type: type = type('NoDual', (), {})   # forward.Dual (never None: None is a valid argument)
     dual_apply: Callable = None          # (prim, args, params) -> Dual | value
     batch_type: type = type('NoBatched', (), {})   # batching.Batched (vmap's values)

@@ -133,9 +133,8 @@ def relu(x):
     """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch. relu(nan) is 0 (torch and ONNX
     Relu give nan): minigrad keeps its meaning everywhere, and export_onnx writes Where(0 < x, x, 0).
     >>> mg.relu(mg.tensor([-1.0, float('nan'), 2.0])).tolist()  ->  [0.0, 0.0, 2.0]"""
-    if isinstance(x, hooks.tensor_type):       # speed: the eager path straight to eager_apply (same primitives)
-        ea = hooks.eager_apply
-        return ea(P.where, (ea(P.less, (0, x), {}), x, 0), {})
+    if isinstance(x, hooks.tensor_type):       # speed: the tape's own path (same primitives; tensor.py)
+        return hooks.eager_relu(x)
     (x,) = _lift(x)
     return P.where(P.greater(x, 0), x, 0)
 

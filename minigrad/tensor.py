@@ -20,9 +20,11 @@ down without it (factoring out the first two alone cost 17 % at 4x4):
 6. ops.py ``_unbroadcast``: no ``sum_to_like`` call when nothing was broadcast (chain, MLP);
 7. ops.py ``_where_impl``: ``where(c, x, 0)`` as x's bits times c, exact (chain at 64x64 .. 1024x1024,
    MLP: relu and its VJP; 4-15x faster than ``np.where``, and no isfinite pass as its float ``x * c`` needed);
-8. functional.py ``relu``: one ``less`` and one ``where`` straight through ``eager_apply`` (MLP);
+8. functional.py ``relu``: a Tensor goes straight to the tape's relu, ``_eager_relu`` (MLP);
 9. ops.py ``_matmul_impl``: a K=1 product (``x.T @ g``, an outer product) as a broadcast multiply, bit-for-bit
    (MLP step at batch 1: numpy's matmul takes a non-BLAS loop there, 4x slower at 784x256).
+10. tensor.py ``_eager_relu``: relu's mask ``0 < x`` a plain array, not a Tensor made by ``eager_apply``
+   (chain, MLP: one op's overhead per relu; the chain's tape step 3-4 % faster at 4x4 and 64x64, issue 37).
 
 One memory rule (not a shortcut: PyTorch's tape keeps no such input either): an op whose result has 64 KiB
 or more keeps, of the inputs its VJP reads only the shape and dtype of (``saves_inputs``: add's, the x and y
@@ -341,6 +343,13 @@ def eager_apply(prim, args, params):
     return t
 
 
+def _eager_relu(x):
+    """mg.relu on a Tensor: where(0 < x, x, 0), as functional.relu writes it."""
+    # speed: the mask a plain array, not a Tensor made by eager_apply (unless a tape records: a trace sees the less)
+    c = np.less(0, x.data) if x.data.dtype.kind == 'f' and not state.tapes else eager_apply(P.less, (0, x), {})
+    return eager_apply(P.where, (c, x, 0), {})
+
+
 STAND_IN_BYTES = 1 << 16
 
 
@@ -411,7 +420,7 @@ _new = object.__new__
 
 
 core.hooks.tensor_type = Tensor
-core.hooks.eager_apply = eager_apply
+core.hooks.eager_apply, core.hooks.eager_relu = eager_apply, _eager_relu
 core.hooks.lift = lambda data: Tensor._make(_to_array(data))
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 
 import numpy as np
@@ -396,3 +397,22 @@ def test_docstring_examples_run():
         mod = importlib.import_module(name)
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
+
+
+def test_relu_on_a_tensor_makes_no_tensor_for_its_mask_unless_a_tape_records(monkeypatch):
+    """Speed ledger item 10: relu's mask 0 < x is a plain array on the tape (one eager op fewer per relu); its value
+    and gradient are where(0 < x, x, 0)'s (nan -> 0, gradient 0 at 0), and a trace still sees the less."""
+    T = sys.modules['minigrad.tensor']     # (mg.tensor is the function)
+    ops, eager = [], T.eager_apply
+    monkeypatch.setattr(T, 'eager_apply', lambda prim, args, params: ops.append(prim.name) or eager(prim, args, params))
+    x = mg.tensor([-1.0, 0.0, float('nan'), 2.0], requires_grad=True)
+    y = mg.relu(x)
+    assert ops == ['where'] and y.grad_fn.saved[0].dtype == np.bool_
+    np.testing.assert_array_equal(y.numpy(), [0.0, 0.0, 0.0, 2.0])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0, 1.0])
+    t = mg.trace(lambda a: mg.relu(a), np.array([-1.0, 2.0]))
+    assert [n.op for n in t.graph.nodes if n.op in ('less', 'greater', 'where')] == ['less', 'where']
+    np.testing.assert_array_equal(t(np.array([3.0, -4.0])), [3.0, 0.0])
+    i = mg.relu(mg.tensor(np.array([-2, 3])))          # integers: the general path (dtype rules)
+    assert i.numpy().tolist() == [0, 3]
