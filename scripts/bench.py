@@ -171,7 +171,7 @@ def timed_driver(prog):
         code, _, comment = line.strip().partition('  # ')
         m = re.fullmatch(r'(\S+) = (\w+)', comment)
         top = line.startswith(' ' * 8) and not line.startswith(' ' * 9)
-        if top and (m or re.match(r'n\d+ = np_empty', code)) and not code.startswith(('if ', 'r_', 'o0 =')):
+        if top and (m or re.match(r'n\d+ = ', code)) and not code.startswith(('if ', 'r_', 'o0 =')):
             labels.append((m.group(2) if m else 'empty', code))
             line = f'        _t = _pc(); {code}; _T[{len(labels) - 1}] += _pc() - _t'
         out.append(line)

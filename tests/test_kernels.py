@@ -157,13 +157,53 @@ def test_a_variable_update_is_written_by_its_kernel_and_committed_at_the_end(dri
     src = progs['numba'].source.split('# ---- kernel')[0]
     assert '# assign w: written by the kernel above' in src and 'np_array(' not in src.split('# assign w')[0]
     body = src.split('def run(')[1].splitlines()
-    assert [ln.strip() for ln in body if 'S[0] =' in ln] == ['S[0] = n0  # commit'] * 2   # no copy pass; last
+    commit = 'P[0] = S[0] if S[0] is M[0] else None; S[0] = M[0] = n0  # commit (the old array: a spare)'
+    assert [ln.strip() for ln in body if 'S[0] =' in ln] == [commit] * 2   # no copy pass; last
     assert all(body[i + 1].strip().startswith('return') for i, ln in enumerate(body) if 'S[0] =' in ln)
     xs = np.linspace(-1, 1, 8, dtype=np.float32)
     for _ in range(3):
         vals = {be: p(xs) for be, p in progs.items()}
         np.testing.assert_allclose(vals['numba'][0], vals['numpy'][0], rtol=1e-6)
     np.testing.assert_allclose(progs['numba'].state[0], progs['numpy'].state[0], rtol=1e-6)
+
+
+def test_a_variable_update_writes_into_its_spare_array_only_when_nobody_else_holds_it():
+    """A training step allocates nothing once warm: the update is written into the Variable's value of two calls
+    ago. An array the caller still holds (program.state[0], a Session's state) is never written, and a call that
+    fails leaves the state as it was."""
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder(mg.float32, (4096,), name='x')
+        w = mg.Variable(np.ones(4096, np.float32), name='w')
+        loss = mg.sum(w * x * w)
+        gw, = mg.gradients(loss, [w])
+        step = mg.group(w.assign(w - 0.01 * gw))
+    prog, ref = (mg.compile([loss, step], [x], backend=be) for be in ('numba', 'numpy'))
+    xs = np.linspace(-1, 1, 4096, dtype=np.float32)
+    for _ in range(3):
+        prog(xs), ref(xs)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    prog(xs)
+    assert tracemalloc.get_traced_memory()[1] - before < 4096      # no new 16 KiB state array (the results: bytes)
+    tracemalloc.stop()
+    ref(xs)
+    kept = prog.state[0]                           # the caller keeps the current value
+    copy = kept.copy()
+    for _ in range(4):
+        prog(xs), ref(xs)
+        np.testing.assert_array_equal(prog.state[0], ref.state[0])
+    np.testing.assert_array_equal(kept, copy)
+    assert len({id(prog.state[0]) for _ in range(4) if prog(xs) is not None}) == 2     # two arrays take turns
+    with pytest.raises(mg.MinigradError):
+        prog(np.ones(3, np.float32))
+    sess = mg.Session(g)
+    for _ in range(4):
+        sess.run(step, {x: xs})
+    held = sess.state[id(w.node)]
+    copy = held.copy()
+    sess.run(step, {x: xs}), sess.run(step, {x: xs})
+    np.testing.assert_array_equal(held, copy)
 
 
 @pytest.mark.parametrize('also_fetched', [False, True])

@@ -8,6 +8,7 @@ except plain literals (ints, bools, None and tuples of them).
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 
@@ -85,6 +86,15 @@ class Codegen:
                 chk += f' or not {n}.flags.c_contiguous'
             self.body.append(f'if {chk}: {n} = conv({i}, {n})  # {comment_safe(v.name)}')
 
+    def spares(self):
+        """A Variable a kernel updates keeps a spare array, its value two calls ago, which the next update writes
+        into when the program alone holds it (getrefcount; ONLY: what it reports for an object one list holds):
+        a training step then allocates nothing, and an array the caller kept is never written."""
+        if self.into_state:
+            n = 1 + max(int(v[1:]) for v in self.into_state.values())
+            self.head += [f'P, M = [None] * {n}, [None] * {n}  # per Variable: the spare, the array last committed',
+                          f'getrefcount, one = {self.const(sys.getrefcount)}, [object()]', 'ONLY = getrefcount(one[0])']
+
     def held(self, allv):
         """Constants (bound once) and Variable state (read from S each call)."""
         for v in allv:
@@ -119,8 +129,10 @@ class Codegen:
         self.out_buffers = [self.into_state.get(id(v), self.name(v)) for v in st.outs
                             if v.kind == 'temp' and v.buf is not None]
         for v in st.outs:
-            if id(v) in self.into_state:                # a fresh array: the Variable keeps its value until the end
-                self.body.append(f"{self.into_state[id(v)]} = {self.fn('empty')}({v.shape!r}, {self.dtype(v.dtype)})")
+            if id(v) in self.into_state:                # not S's array: the Variable keeps its value until the end
+                n = self.into_state[id(v)]
+                self.body.append(f"{n} = P[{n[1:]}] if getrefcount(P[{n[1:]}]) == ONLY else "
+                                 f"{self.fn('empty')}({v.shape!r}, {self.dtype(v.dtype)})  # the spare, or a new array")
         if prim is kernel_call:
             args = [self.kernel_arg(a, v) for a, v in zip(args, st.ins)]
         if prim.emit is not None:
@@ -181,7 +193,8 @@ class Codegen:
         self.body.append('if O is not None:  # out=: the results not computed into O already')
         self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)
                       if self.name(v) not in direct or self.name(v) != f'o{k}']
-        commit = [f'S[{i}] = {n}  # commit' for i, n in self.commits]
+        commit = [f'P[{i}] = S[{i}] if S[{i}] is M[{i}] else None; S[{i}] = M[{i}] = {n}  # commit (the old array: '
+                  f'a spare)' if n == f'n{i}' else f'S[{i}] = {n}  # commit' for i, n in self.commits]
         self.body += ['    ' + c for c in commit]
         self.body.append('    return O[0]' if single else '    return O')
         rets, handed = [], {}
@@ -249,6 +262,7 @@ def generate(ivals, outputs, allv, steps, single):
     bufs = sorted({v.buf for v in allv if v.buf is not None})
     cg = Codegen(indexed=len(bufs) > MANY_BUFFERS)
     cg.into_state = updates_in_place(steps, outputs)
+    cg.spares()
     cg.inputs(ivals)
     cg.held(allv)
     cg.bind_outputs(outputs)

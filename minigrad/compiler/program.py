@@ -32,7 +32,9 @@ class Program:
     values live in ``state``).
 
     Every array a call returns belongs to the caller (a later call never changes it);
-    ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead.
+    ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead. A Variable a loop
+    kernel updates keeps one spare array, its value two calls ago, which an update writes into when the
+    program alone holds it (an array you kept, from ``program.state`` or a Session, is never written).
     Calls from several threads take turns (the program's buffers are its own, one set).
     """
 
