@@ -148,43 +148,77 @@ def _accumulator(node, k, ivars, init) -> str:
     axes, keep = node.params['axis'], node.params['keepdims']
     if not node.params.get('rows'):
         init.append(f'o{k}.fill({_first(node)})')
-    return f'o{k}[' + ', '.join('0' if d in axes else v for d, v in enumerate(ivars) if keep or d not in axes) + ']'
+    at = [('0' if d in axes else v) for d, v in enumerate(ivars) if keep or d not in axes]
+    return f'o{k}[' + (', '.join(at) or '()') + ']'
 
 
-# numpy sums a contiguous row of up to 128 elements (its pairwise_sum's block) with 8 accumulators, element j
-# into r[j % 8], then adds them as a tree and the last n % 8 elements one by one; a kernel adds rows that way
-ROW_SUM = 128
+# numpy sums a contiguous run of up to 128 elements (its pairwise_sum's block) with 8 accumulators, element j into
+# r[j % 8], then adds them as a tree and the last n % 8 elements one by one; a longer run it splits in two halves
+# (the first a multiple of 8), recursively. A kernel adds a row, or all it computed, that way: rows up to ROW_SUM,
+# everything up to FULL_SUM elements (eight blocks: the kernel's code grows with them)
+ROW_SUM, FULL_SUM = 128, 1024
 
 
-def _reduction(node, k, element, ivars, full, ctx, init, rows) -> tuple:
-    """(target, expression) accumulating reduction `node` (result o<k>) from `element`: into o<k>[...], or
-    for a row sum into row<k>, summed in numpy's order after the loop over the row (_row_sums)."""
+def _reduction(node, outputs, element, ivars, full, ctx, init, rows):
+    """(target, expression) accumulating reduction `node` (result o<k>) from `element` into o<k>[...]; or, for a
+    sum of rows (the last axis) or of everything, None: the kernel's result it reads holds the elements, and
+    they are added in numpy's order after its loop (_row_sums)."""
+    at_out = [id(r) for r in outputs]
+    k, src = at_out.index(id(node.outputs[0])), f'o{at_out.index(id(node.inputs[0]))}'
     o, at = node.outputs[0], _accumulator(node, k, ivars, init)
     add = lambda x, y: _convert(node.prim.kernel([x, y], node.params, ctx), o.dtype)
     if not node.params.get('rows'):
         return at, add(at, element)
-    init += [f'acc{k} = np.empty(8, np.{o.dtype.name})', f'row{k} = np.empty({full[-1]}, np.{o.dtype.name})']
-    rows.append((k, add, _convert('-0.0', o.dtype), f'{at} = {add(_first(node), f"r{k}")}'))
-    return f'row{k}[{ivars[-1]}]', element
+    every = len(node.params['axis']) == len(full)
+    n = int(np.prod(full)) if every else full[-1]
+    if every:
+        init.append(f'f{k} = {src}.reshape({n})')
+    row = (lambda j: f'f{k}[{j}]') if every else (lambda j: f'{src}[' + ', '.join(ivars[:-1] + [j]) + ']')
+    rows.append((k, add, _convert('-0.0', o.dtype), f'{at} = {add(_first(node), f"r{k}")}', n, every, row))
+    return None
 
 
-def _row_sums(full, sums) -> list:
-    """Lines summing each row kept in row<k> in numpy's order, after the loop that filled it (which stays
-    vectorised): acc<k>[j] (from -0.0, so its first add is exact) takes elements j, j + 8, ... of the first
-    n - n % 8, r<k> is their tree, then adds the rest. ``sums``: (k, add(x, y), -0.0, store line)."""
-    n = full[-1] if sums else 0
-    n8, lines = n - n % 8, []
-    for k, add, neg, store in sums:
-        if n8:
-            a = [f'acc{k}[{j}]' for j in range(8)]
-            tree = functools.reduce(lambda xs, _: [add(x, y) for x, y in zip(xs[::2], xs[1::2])], range(3), a)[0]
-            lines += [f'acc{k}[:] = {neg}', f'for blk in range(0, {n8}, 8):', '    for j in range(8):',
-                      f'        acc{k}[j] = {add(f"acc{k}[j]", f"row{k}[blk + j]")}', f'r{k} = {tree}']
-        else:
-            lines.append(f'r{k} = {neg}')
-        if n % 8:
-            lines += [f'for j in range({n8}, {n}):', f'    r{k} = {add(f"r{k}", f"row{k}[j]")}']
-        lines.append(store)
+def _blocks(n, lo=0, found=None) -> list:
+    """numpy's pairwise split of n elements from lo: its blocks [(start, size)] of up to ROW_SUM, in order."""
+    found = [] if found is None else found
+    if n <= ROW_SUM:
+        found.append((lo, n))
+        return found
+    half = n // 2 - n // 2 % 8
+    return _blocks(n - half, lo + half, _blocks(half, lo, found))
+
+
+def _tree(n, add, leaf, count=None) -> str:
+    """The expression adding numpy's blocks of n elements in its recursion's order (``leaf(q)``: block q's sum)."""
+    count = [0] if count is None else count
+    if n <= ROW_SUM:
+        count[0] += 1
+        return leaf(count[0] - 1)
+    half = n // 2 - n // 2 % 8
+    return add(_tree(half, add, leaf, count), _tree(n - half, add, leaf, count))
+
+
+def _row_sums(sums, ind) -> list:
+    """Lines adding each row (n elements, ``row(j)``) in numpy's order, after the loop that computed it (which
+    stays vectorised; a sum of everything after all loops): per block, a<k>_j (from -0.0, so the first add is
+    exact) takes elements j, j + 8, ... of its first size - size % 8, their tree then adds the rest; r<k> adds
+    the blocks as numpy's recursion does. ``sums``: (k, add(x, y), -0.0, store line, n, every, row)."""
+    lines = []
+    for k, add, neg, store, n, every, row in sorted(sums, key=lambda r: r[5]):     # rows first, in their loop
+        at = '    ' if every else ind[4:]
+        acc = [f'a{k}_{j}' for j in range(8)]
+        pairs = functools.reduce(lambda xs, _: [add(x, y) for x, y in zip(xs[::2], xs[1::2])], range(3), acc)[0]
+        mine = []
+        for q, (lo, m) in enumerate(_blocks(n)):
+            cut = lo + m - m % 8
+            mine.append(' = '.join(acc) + f' = {neg}')
+            if cut > lo:
+                mine += [f'for blk in range({lo}, {cut}, 8):']
+                mine += [f'    {a} = {add(a, row(f"blk + {j}" if j else "blk"))}' for j, a in enumerate(acc)]
+            mine.append(f's{k}_{q} = {pairs}')
+            if m % 8:
+                mine += [f'for j in range({cut}, {lo + m}):', f'    s{k}_{q} = {add(f"s{k}_{q}", row("j"))}']
+        lines += [at + x for x in mine + [f'r{k} = {_tree(n, add, lambda q: f"s{k}_{q}")}', store]]
     return lines
 
 
@@ -218,18 +252,16 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
         args = [names[id(i)] if i.dtype == ctx.dtype else _convert(names[id(i)], ctx.dtype) for i in node.inputs]
         t = names[id(o)] = local(o, f't{n}')
         if _reduced(node, full):
-            t, expr = _reduction(node, [id(r) for r in graph.outputs].index(id(o)), args[0], ivars, full, ctx, init, rows)
+            if (found := _reduction(node, graph.outputs, args[0], ivars, full, ctx, init, rows)) is None:
+                continue        # a sum added in numpy's order after the loop (_row_sums)
+            t, expr = found
         else:
             expr = _convert(node.prim.kernel(args, node.params, ctx), o.dtype)
         body += ctx.lines + [f'{t} = {expr}' + note(t, o.name, node.prim.name)]
         ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs) if tuple(s.shape) == full]
-    sig = ', '.join([f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
-                     for k, (s, lay) in enumerate(zip(graph.inputs, layouts)) if k not in alias]
-                    + [f'Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs])
-    lines = [f"@njit(void({sig}), cache=True, error_model='numpy')",
-             f'def kernel({", ".join(ins + outs)}):']
+    lines = [_signature(graph, layouts, alias), f'def kernel({", ".join(ins + outs)}):']
     if flat and len(full) > 1:        # one loop over all elements: C-contiguous arrays seen flat
         lines.append(f'    n0 = o0.size')
         lines += [f'    a{k} = a{k}.reshape(n0)' for k, (s, lay) in enumerate(zip(graph.inputs, layouts))
@@ -246,8 +278,16 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
     for k, v in enumerate(ivars):
         lines.append(f'{ind}for {v} in range(n{k}):')
         ind += '    '
-    lines += [ind + x for x in loads + body + stores] + [ind[4:] + x for x in _row_sums(full, rows)]
+    lines += [ind + x for x in loads + body + stores] + _row_sums(rows, ind)
     return '\n'.join(lines) + '\n'
+
+
+def _signature(graph, layouts, alias) -> str:
+    """The kernel's @njit line: its arrays' types (inputs read-only, C-contiguous unless strided)."""
+    sig = ', '.join([f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
+                     for k, (s, lay) in enumerate(zip(graph.inputs, layouts)) if k not in alias]
+                    + [f'Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs])
+    return f"@njit(void({sig}), cache=True, error_model='numpy')"
 
 
 _HEADER = '''"""A minigrad loop kernel (generated; see minigrad/compiler/kernels.py)."""

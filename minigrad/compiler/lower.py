@@ -15,7 +15,7 @@ import numpy as np
 from ..core import Aval
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
-from .kernels import ROW_SUM, build_kernel, why_not
+from .kernels import FULL_SUM, ROW_SUM, build_kernel, why_not
 from .ops import kernel_call, fused
 from .rules import ANY_ORDER
 from .rewrite import extract, stand_in
@@ -125,24 +125,25 @@ class _Flattener:
         self.made_by.update((id(r), self.steps[-1]) for r in res)
 
     def absorb(self, node) -> bool:
-        """A reduction over one axis of a kernel's result (a bias gradient, softmax's max), accumulated by
-        that kernel instead of a second pass (issue 37): a sum over the leading axis, where numpy adds the
-        rows in the same order, or over the last axis of rows up to ROW_SUM elements (``rows``: the kernel adds
-        each row in numpy's pairwise order), so the sums are equal; a max (ANY_ORDER) over any one axis."""
+        """A reduction of a kernel's result (a bias gradient, softmax's max and row sum, a loss's total),
+        accumulated by that kernel instead of a second pass (issue 37), equal to numpy's: a max (ANY_ORDER) over
+        any one axis; a sum over the leading axis (numpy adds the rows in the same order), or, added in numpy's
+        pairwise order (``rows``), over the last axis of rows up to ROW_SUM elements or over all of up to FULL_SUM."""
         v = self.vals.get(id(node.inputs[0])) if len(node.inputs) == 1 else None
         st, o = self.made_by.get(id(v)), node.outputs[0]
         if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
-                or len(v.shape) < 2:
+                or not v.shape or int(np.prod(v.shape)) < 2:
             return False
-        axis = node.params.get('axis')
-        axis = (axis,) if isinstance(axis, int) else axis
-        if axis is None or len(axis) != 1 or v.shape[axis[0]] == 1:
+        nd, axis = len(v.shape), node.params.get('axis')
+        axes = tuple(range(nd)) if axis is None else tuple(sorted({a % nd for a in ((axis,) if isinstance(axis, int)
+                                                                                    else axis)}))
+        n = int(np.prod([v.shape[a] for a in axes]))
+        rows = node.prim not in ANY_ORDER and n > 1 and (axes == (nd - 1,) and n <= ROW_SUM
+                                                          or len(axes) == nd and n <= FULL_SUM)
+        one = len(axes) == 1 and nd > 1 and v.shape[axes[0]] > 1
+        if not (rows or one and (axes == (0,) or node.prim in ANY_ORDER)):
             return False
-        a = axis[0] % len(v.shape)
-        rows = a == len(v.shape) - 1 and node.prim not in ANY_ORDER
-        if a != 0 and node.prim not in ANY_ORDER and not (rows and v.shape[a] <= ROW_SUM):
-            return False
-        params = dict(node.params, axis=(a,), keepdims=bool(node.params.get('keepdims')), rows=rows)
+        params = dict(node.params, axis=axes, keepdims=bool(node.params.get('keepdims')), rows=rows)
         g = st.params['graph']
         g.outputs += g.add_node(node.prim, [g.outputs[st.outs.index(v)]], params, [Aval(o.shape, o.dtype)], name=o.name)
         st.outs.append(self.new(o, 'temp'))
