@@ -153,10 +153,9 @@ def _accumulator(node, k, ivars, init) -> str:
 
 
 # numpy sums a contiguous run of up to 128 elements (its pairwise_sum's block) with 8 accumulators, element j into
-# r[j % 8], then adds them as a tree and the last n % 8 elements one by one; a longer run it splits in two halves
-# (the first a multiple of 8), recursively. A kernel adds a row, or all it computed, that way: rows up to ROW_SUM,
-# everything up to FULL_SUM elements (eight blocks: the kernel's code grows with them)
-ROW_SUM, FULL_SUM = 128, 1024
+# r[j % 8], then adds them as a tree and the last n % 8 elements one by one (a longer run it splits in halves,
+# recursively); a kernel adds a row, or all it computed, of up to ROW_SUM elements that way
+ROW_SUM = 128
 
 
 def _reduction(node, outputs, element, ivars, full, ctx, init, rows):
@@ -178,47 +177,24 @@ def _reduction(node, outputs, element, ivars, full, ctx, init, rows):
     return None
 
 
-def _blocks(n, lo=0, found=None) -> list:
-    """numpy's pairwise split of n elements from lo: its blocks [(start, size)] of up to ROW_SUM, in order."""
-    found = [] if found is None else found
-    if n <= ROW_SUM:
-        found.append((lo, n))
-        return found
-    half = n // 2 - n // 2 % 8
-    return _blocks(n - half, lo + half, _blocks(half, lo, found))
-
-
-def _tree(n, add, leaf, count=None) -> str:
-    """The expression adding numpy's blocks of n elements in its recursion's order (``leaf(q)``: block q's sum)."""
-    count = [0] if count is None else count
-    if n <= ROW_SUM:
-        count[0] += 1
-        return leaf(count[0] - 1)
-    half = n // 2 - n // 2 % 8
-    return add(_tree(half, add, leaf, count), _tree(n - half, add, leaf, count))
-
-
 def _row_sums(sums, ind) -> list:
     """Lines adding each row (n elements, ``row(j)``) in numpy's order, after the loop that computed it (which
-    stays vectorised; a sum of everything after all loops): per block, a<k>_j (from -0.0, so the first add is
-    exact) takes elements j, j + 8, ... of its first size - size % 8, their tree then adds the rest; r<k> adds
-    the blocks as numpy's recursion does. ``sums``: (k, add(x, y), -0.0, store line, n, every, row)."""
+    stays vectorised; a sum of everything after all loops): a<k>_j (from -0.0, so the first add is exact) takes
+    elements j, j + 8, ... of the first n - n % 8, r<k> is their tree, then adds the rest.
+    ``sums``: (k, add(x, y), -0.0, store line, n, every, row)."""
     lines = []
     for k, add, neg, store, n, every, row in sorted(sums, key=lambda r: r[5]):     # rows first, in their loop
         at = '    ' if every else ind[4:]
         acc = [f'a{k}_{j}' for j in range(8)]
         pairs = functools.reduce(lambda xs, _: [add(x, y) for x, y in zip(xs[::2], xs[1::2])], range(3), acc)[0]
-        mine = []
-        for q, (lo, m) in enumerate(_blocks(n)):
-            cut = lo + m - m % 8
-            mine.append(' = '.join(acc) + f' = {neg}')
-            if cut > lo:
-                mine += [f'for blk in range({lo}, {cut}, 8):']
-                mine += [f'    {a} = {add(a, row(f"blk + {j}" if j else "blk"))}' for j, a in enumerate(acc)]
-            mine.append(f's{k}_{q} = {pairs}')
-            if m % 8:
-                mine += [f'for j in range({cut}, {lo + m}):', f'    s{k}_{q} = {add(f"s{k}_{q}", row("j"))}']
-        lines += [at + x for x in mine + [f'r{k} = {_tree(n, add, lambda q: f"s{k}_{q}")}', store]]
+        mine, cut = [' = '.join(acc) + f' = {neg}'], n - n % 8
+        if cut:
+            mine += [f'for blk in range(0, {cut}, 8):']
+            mine += [f'    {a} = {add(a, row(f"blk + {j}" if j else "blk"))}' for j, a in enumerate(acc)]
+        mine.append(f'r{k} = {pairs}')
+        if n % 8:
+            mine += [f'for j in range({cut}, {n}):', f'    r{k} = {add(f"r{k}", row("j"))}']
+        lines += [at + x for x in mine + [store]]
     return lines
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..core import Aval
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
-from .kernels import FULL_SUM, ROW_SUM, build_kernel, why_not
+from .kernels import ROW_SUM, build_kernel, why_not
 from .ops import kernel_call, fused
 from .rules import ANY_ORDER
 from .rewrite import extract, stand_in
@@ -128,7 +128,7 @@ class _Flattener:
         """A reduction of a kernel's result (a bias gradient, softmax's max and row sum, a loss's total),
         accumulated by that kernel instead of a second pass (issue 37), equal to numpy's: a max (ANY_ORDER) over
         any one axis; a sum over the leading axis (numpy adds the rows in the same order), or, added in numpy's
-        pairwise order (``rows``), over the last axis of rows up to ROW_SUM elements or over all of up to FULL_SUM."""
+        pairwise order (``rows``), over the last axis or over all axes, of up to ROW_SUM elements."""
         v = self.vals.get(id(node.inputs[0])) if len(node.inputs) == 1 else None
         st, o = self.made_by.get(id(v)), node.outputs[0]
         if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
@@ -138,8 +138,7 @@ class _Flattener:
         axes = tuple(range(nd)) if axis is None else tuple(sorted({a % nd for a in ((axis,) if isinstance(axis, int)
                                                                                     else axis)}))
         n = int(np.prod([v.shape[a] for a in axes]))
-        rows = node.prim not in ANY_ORDER and n > 1 and (axes == (nd - 1,) and n <= ROW_SUM
-                                                          or len(axes) == nd and n <= FULL_SUM)
+        rows = node.prim not in ANY_ORDER and 1 < n <= ROW_SUM and (axes == (nd - 1,) or len(axes) == nd)
         one = len(axes) == 1 and nd > 1 and v.shape[axes[0]] > 1
         if not (rows or one and (axes == (0,) or node.prim in ANY_ORDER)):
             return False
