@@ -461,12 +461,16 @@ def _check_node(node, defined, rules) -> str | None:
     """What is wrong with `node` (inputs defined before it, shape rule, outputs), or None. ``rules``
     remembers the shape rule's result per (prim, input avals, params) across the nodes of one verify."""
     for s in node.inputs:
-        if not isinstance(s, Symbol) or id(s) not in defined:
+        if id(s) not in defined or not isinstance(s, Symbol):
             return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
     if node.prim not in SOURCES and node.prim not in STATEFUL:
-        params = _rule_params(node)
-        key = _rule_key(node.prim, tuple([(s.shape, s.dtype) for s in node.inputs]), params)
-        avals = rules.get(key) if key is not None else None
+        params = _rule_params(node) if node.params else {}      # issue 37: most nodes have none (verify's hot path)
+        key = (node.prim, tuple([(s.shape, s.dtype) for s in node.inputs]),
+               tuple(sorted([(k, type(v), v) for k, v in params.items()])) if params else ())   # types: 1 == 1.0
+        try:
+            avals = rules.get(key)
+        except TypeError:       # unhashable params (an array, a graph): this node's rule simply runs (no memo)
+            key = avals = None
         if avals is None:
             try:
                 avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **params)
@@ -487,16 +491,6 @@ def _check_node(node, defined, rules) -> str | None:
         if o.node is not node:
             return f'output {o.name} points at another node'
     return None
-
-
-def _rule_key(prim, ins, params):
-    """A hashable key for a shape rule's call, or None when a param cannot be hashed (an array, a graph)."""
-    key = (prim, ins, tuple(sorted((k, type(v), v) for k, v in params.items())) if params else ())  # types: 1 == 1.0
-    try:
-        hash(key)
-    except TypeError:       # unhashable params: this node's rule simply runs (no memo)
-        return None
-    return key
 
 
 def _rule_params(node):

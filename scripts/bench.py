@@ -20,6 +20,7 @@ import argparse
 import functools
 import gc
 import json
+import operator
 import os
 import re
 import statistics
@@ -124,23 +125,24 @@ def _mlp_torch(params, x, onehot, batch, lr):
     return torch_step
 
 
-def _mlp_numpy(x, labels, onehot, W, B, batch, lr):
-    """The MLP training step in hand-written numpy (forward, backward, SGD update)."""
+def _mlp_numpy(x, labels, onehot, W, B, batch, lr, mm=operator.matmul):
+    """The MLP training step in hand-written numpy (forward, backward, SGD update); ``mm``: the matmul
+    (numpy_split passes one that times itself)."""
     def numpy_step():
         h0 = x
-        z1 = h0 @ W[0] + B[0]; h1 = np.maximum(z1, 0)
-        z2 = h1 @ W[1] + B[1]; h2 = np.maximum(z2, 0)
-        z3 = h2 @ W[2] + B[2]
+        z1 = mm(h0, W[0]) + B[0]; h1 = np.maximum(z1, 0)
+        z2 = mm(h1, W[1]) + B[1]; h2 = np.maximum(z2, 0)
+        z3 = mm(h2, W[2]) + B[2]
         m = z3.max(axis=1, keepdims=True)
         e = np.exp(z3 - m)
         p = e / e.sum(axis=1, keepdims=True)
         loss = -np.log(p[np.arange(batch), labels]).mean()
         g3 = (p - onehot) / batch
-        gW2, gB2 = h2.T @ g3, g3.sum(0)
-        g2 = (g3 @ W[2].T) * (z2 > 0)
-        gW1, gB1 = h1.T @ g2, g2.sum(0)
-        g1 = (g2 @ W[1].T) * (z1 > 0)
-        gW0, gB0 = h0.T @ g1, g1.sum(0)
+        gW2, gB2 = mm(h2.T, g3), g3.sum(0)
+        g2 = mm(g3, W[2].T) * (z2 > 0)
+        gW1, gB1 = mm(h1.T, g2), g2.sum(0)
+        g1 = mm(g2, W[1].T) * (z1 > 0)
+        gW0, gB0 = mm(h0.T, g1), g1.sum(0)
         for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
             P -= lr * G
         return loss
@@ -185,7 +187,7 @@ def timed_driver(prog):
 
 
 def numpy_split(x, labels, onehot, W, B, batch, lr, T):
-    """scripts/bench.py's _mlp_numpy, its matmul time into T['mm'] and the rest into T['rest']."""
+    """_mlp_numpy's step, its matmul time into T['mm'] and the rest into T['rest']."""
     pc = time.perf_counter
 
     def mm(a, b):
@@ -193,23 +195,11 @@ def numpy_split(x, labels, onehot, W, B, batch, lr, T):
         r = a @ b
         T['mm'] += pc() - t
         return r
+    inner = _mlp_numpy(x, labels, onehot, W, B, batch, lr, mm)
 
     def step():
         t0, m0 = pc(), T['mm']
-        z1 = mm(x, W[0]) + B[0]; h1 = np.maximum(z1, 0)
-        z2 = mm(h1, W[1]) + B[1]; h2 = np.maximum(z2, 0)
-        z3 = mm(h2, W[2]) + B[2]
-        e = np.exp(z3 - z3.max(axis=1, keepdims=True))
-        p = e / e.sum(axis=1, keepdims=True)
-        loss = -np.log(p[np.arange(batch), labels]).mean()
-        g3 = (p - onehot) / batch
-        gW2, gB2 = mm(h2.T, g3), g3.sum(0)
-        g2 = mm(g3, W[2].T) * (z2 > 0)
-        gW1, gB1 = mm(h1.T, g2), g2.sum(0)
-        g1 = mm(g2, W[1].T) * (z1 > 0)
-        gW0, gB0 = mm(x.T, g1), g1.sum(0)
-        for P, G in zip(W + B, [gW0, gW1, gW2, gB0, gB1, gB2]):
-            P -= lr * G
+        loss = inner()
         T['rest'] += pc() - t0 - (T['mm'] - m0)
         return loss
     return step
@@ -448,12 +438,24 @@ def per_example_case(batch=64, rng=None, sizes=(32, 64, 10)):
     return variants
 
 
+def pin_one_cpu():
+    """Run this process (and the processes it starts) on one CPU, the last it may use: the issue's targets are
+    timed on one pinned core, so the scheduler never moves a measurement between cores. The CPU, or None."""
+    if not hasattr(os, 'sched_setaffinity'):
+        return None
+    cpu = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
     ap.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     ap.add_argument('--tape', action='store_true', help='only the chain and MLP cases (the tape vs torch eager)')
     opts = ap.parse_args(argv)
+    cpu = pin_one_cpu()
+    print(f'pinned to CPU {cpu}' if cpu is not None else 'not pinned (no os.sched_setaffinity here)')
     rng = np.random.default_rng(0)
     repeats, min_time = (3, 0.002) if opts.quick else (15, 0.05)
     rows, targets = [], []

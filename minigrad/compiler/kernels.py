@@ -17,6 +17,7 @@ process loads a kernel in milliseconds instead of compiling it again.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import hashlib
 import importlib.util
@@ -158,6 +159,11 @@ def _accumulator(node, k, ivars, init) -> str:
 ROW_SUM = 128
 
 
+# a sum a kernel adds after its loop: result o<k>, add(x, y) and -0.0 in its dtype, the line storing r<k>, n elements
+# per row, every (all it computed, else each row of the last axis), row(j): the code reading element j
+RowSum = collections.namedtuple('RowSum', 'k add neg store n every row')
+
+
 def _reduction(node, outputs, element, ivars, full, ctx, init, rows):
     """(target, expression) accumulating reduction `node` (result o<k>) from `element` into o<k>[...]; or, for a
     sum of rows (the last axis) or of everything, None: the kernel's result it reads holds the elements, and
@@ -173,17 +179,16 @@ def _reduction(node, outputs, element, ivars, full, ctx, init, rows):
     if every:
         init.append(f'f{k} = {src}.reshape({n})')
     row = (lambda j: f'f{k}[{j}]') if every else (lambda j: f'{src}[' + ', '.join(ivars[:-1] + [j]) + ']')
-    rows.append((k, add, _convert('-0.0', o.dtype), f'{at} = {add(_first(node), f"r{k}")}', n, every, row))
+    rows.append(RowSum(k, add, _convert('-0.0', o.dtype), f'{at} = {add(_first(node), f"r{k}")}', n, every, row))
     return None
 
 
 def _row_sums(sums, ind) -> list:
     """Lines adding each row (n elements, ``row(j)``) in numpy's order, after the loop that computed it (which
     stays vectorised; a sum of everything after all loops): a<k>_j (from -0.0, so the first add is exact) takes
-    elements j, j + 8, ... of the first n - n % 8, r<k> is their tree, then adds the rest.
-    ``sums``: (k, add(x, y), -0.0, store line, n, every, row)."""
+    elements j, j + 8, ... of the first n - n % 8, r<k> is their tree, then adds the rest. ``sums``: RowSums."""
     lines = []
-    for k, add, neg, store, n, every, row in sorted(sums, key=lambda r: r[5]):     # rows first, in their loop
+    for k, add, neg, store, n, every, row in sorted(sums, key=lambda r: r.every):     # rows first, in their loop
         at = '    ' if every else ind[4:]
         acc = [f'a{k}_{j}' for j in range(8)]
         pairs = functools.reduce(lambda xs, _: [add(x, y) for x, y in zip(xs[::2], xs[1::2])], range(3), acc)[0]
