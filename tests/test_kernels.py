@@ -294,6 +294,11 @@ def test_a_later_process_loads_kernels_from_the_disk_cache(tmp_path):
     assert len(list((tmp_path / 'kernels').glob('k_*.py'))) == 1
 
 
+def scheduled_ops(prog) -> list:
+    """The op of each step of the program's schedule ('matmul', 'sum', ...)."""
+    return [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
+
+
 def _mlp_step(batch=5, sizes=(12, 8, 6, 4), lr=0.01):
     """scripts/bench.py's MLP training step (relu layers, log-softmax cross-entropy, SGD assigns), small."""
     rng = np.random.default_rng(0)
@@ -323,7 +328,7 @@ def test_mlp_step_has_no_view_steps_around_its_kernels():
     step's driver makes no broadcast or reshape view, and one sum stays a numpy call (a lone multiply's row sum)."""
     outs, ins, feed = _mlp_step()
     prog = mg.compile(outs, ins, backend='numba')
-    ops = [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
+    ops = scheduled_ops(prog)
     assert 'broadcast_to' not in ops and 'reshape' not in ops, prog.source
     assert ops.count('sum') == 1 and ops.count('matmul') == 8 and 'max' not in ops, ops
     assert prog.source.count('.fill(') == 4, prog.source      # three bias gradients, softmax's max
@@ -349,8 +354,7 @@ def test_a_column_sum_of_a_kernel_result_is_accumulated_in_the_loop_exactly(keep
         y = mg.relu(x * w) - x
         s = mg.sum(y, axis=0, keepdims=keepdims)
     prog = mg.compile([y, s], [x, w], backend='numba')
-    assert prog.stats['kernels'] == 1 and 'sum' not in [line.split(' = ')[-1].split('(')[0]
-                                                        for line in prog.memory.schedule], prog.source
+    assert prog.stats['kernels'] == 1 and 'sum' not in scheduled_ops(prog), prog.source
     with np.errstate(invalid='ignore'):     # inf - inf
         want = np.add.reduce(np.where(a * b > 0, a * b, np.float32(0)) - a, axis=0, keepdims=keepdims)
     got = prog(a, b)[1]
@@ -385,7 +389,7 @@ def test_a_total_of_a_kernel_result_adds_in_numpys_pairwise_order(dtype):
             sums = [mg.sum(y), mg.sum(y, axis=tuple(range(len(shape))), keepdims=True)]
         prog = mg.compile([y] + sums, [x], backend='numba')
         n = int(np.prod(shape))
-        summed = 'sum' in [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
+        summed = 'sum' in scheduled_ops(prog)
         assert prog.stats['kernels'] == 1 and summed == (n > 128), (shape, prog.memory.schedule)
         a = (rng.standard_normal(shape) * 100).astype(dtype)
         a.reshape(-1)[:2] = -0.0, np.inf
@@ -415,7 +419,7 @@ def test_a_row_sum_of_a_kernel_result_adds_in_numpys_pairwise_order(dtype):
             y = mg.relu(x * w) - x
             s = mg.sum(y, axis=-1, keepdims=n % 2 == 0)
         prog = mg.compile([y, s], [x, w], backend='numba')
-        summed = 'sum' in [line.split(' = ')[-1].split('(')[0] for line in prog.memory.schedule]
+        summed = 'sum' in scheduled_ops(prog)
         assert prog.stats['kernels'] == 1 and summed == (n > 128), (n, prog.memory.schedule)
         a, b = (rng.standard_normal((5, n)) * 100).astype(dtype), rng.standard_normal(n).astype(dtype)
         a[0], a[1, -1], a[2, 0] = -0.0, np.inf, np.nan

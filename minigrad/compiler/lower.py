@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Aval
+from ..core import Aval, normalize_axes
 from ..errors import MinigradError
 from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
 from .kernels import ROW_SUM, build_kernel, why_not
@@ -134,9 +134,8 @@ class _Flattener:
         if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
                 or not v.shape or int(np.prod(v.shape)) < 2:
             return False
-        nd, axis = len(v.shape), node.params.get('axis')
-        axes = tuple(range(nd)) if axis is None else tuple(sorted({a % nd for a in ((axis,) if isinstance(axis, int)
-                                                                                    else axis)}))
+        nd = len(v.shape)
+        axes = normalize_axes(node.params.get('axis'), nd, node.op) or tuple(range(nd))     # None: every axis
         n = int(np.prod([v.shape[a] for a in axes]))
         rows = node.prim not in ANY_ORDER and 1 < n <= ROW_SUM and (axes == (nd - 1,) or len(axes) == nd)
         one = len(axes) == 1 and nd > 1 and v.shape[axes[0]] > 1
