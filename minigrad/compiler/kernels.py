@@ -49,7 +49,9 @@ _LOADED: dict = {}         # source hash -> numba dispatcher, for this process
 # A loop that pastes approximations (tanh: ~50 cycles of dependent fma and divide per op) is latency-bound: LLVM
 # vectorises it one vector per iteration, and the next iteration's chain does not fit the out-of-order window.
 # Four vectors per iteration ran the tanh chain's kernel 0.64x as long at 64^2 and 256^2 (arrays in cache),
-# but 1.8-2x as long once they came from DRAM (384^2 and up), hence only below half the largest cache.
+# but 1.8-2x as long once they came from DRAM (384^2 and up). On a 2-CPU VM (32 MiB L3, shared with other
+# guests) it was 0.58-0.90x as long up to 160^2 (4.1 MiB streamed), 0.59-2.4x at 192^2 and 1.5-2.4x at 256^2
+# (10.5 MiB), hence only up to an eighth of the largest cache.
 INTERLEAVE = 4
 
 
@@ -293,8 +295,8 @@ _APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, 
 
 @functools.lru_cache(maxsize=None)
 def cache_budget() -> int:
-    """Half the largest CPU cache in bytes (Linux sysfs), or 4 MiB where it cannot be read: the arrays a
-    kernel with approximations may stream and still be interleaved (INTERLEAVE)."""
+    """An eighth of the largest CPU cache in bytes (Linux sysfs), or 4 MiB where it cannot be read: the
+    arrays a kernel with approximations may stream and still be interleaved (INTERLEAVE)."""
     sizes = []
     for k in range(8):
         try:
@@ -303,7 +305,7 @@ def cache_budget() -> int:
         except OSError:          # no such level, or no sysfs (macOS, Windows, Pyodide): the default
             continue
         sizes += [int(m[1]) << ' KMG'.index(m[2] or ' ') * 10] if m else []
-    return max(sizes) // 2 if sizes else 4 << 20
+    return max(sizes) // 8 if sizes else 4 << 20
 
 
 class Kernel:

@@ -20,6 +20,30 @@ from .memory import plan_memory
 _FILENAME = '<minigrad program>'
 
 
+def _byte_range(a) -> tuple:
+    """[first, last) address a's elements span (np.may_share_memory's bounds test compares these)."""
+    lo = hi = a.__array_interface__['data'][0]
+    for n, st in zip(a.shape, a.strides):
+        lo, hi = (lo + (n - 1) * st, hi) if st < 0 else (lo, hi + (n - 1) * st)
+    return lo, hi + a.itemsize
+
+
+def _overlap(outs, inputs):
+    """The index of an out array whose bytes overlap another out array's or an input's, else None. One sort
+    of the byte ranges, not a may_share_memory call per pair (20 outputs, 21 inputs: 650 calls, 0.5 ms)."""
+    spans = sorted([(*_byte_range(a), k) for k, a in enumerate(outs) if a.size] +
+                   [(*_byte_range(a), -1) for a in inputs if a.size])      # -1: an input (inputs may overlap)
+    end = end_out = 0
+    last_out = None                     # the out array reaching furthest so far, ending at end_out
+    for lo, hi, k in spans:
+        if lo < (end if k >= 0 else end_out):   # an out array starts inside anything; an input inside an out
+            return k if k >= 0 else last_out
+        end = max(end, hi)
+        if k >= 0 and hi > end_out:
+            end_out, last_out = hi, k
+    return None
+
+
 class Program:
     """A compiled graph: call it with arrays in the order of `inputs`.
 
@@ -124,10 +148,10 @@ class Program:
             if not (a.flags.c_contiguous and a.flags.writeable):
                 raise FeedError(f"Program: out[{k}] for '{self.outputs[k].name}' must be a writeable C-contiguous "
                                 f'array (np.empty(shape, dtype) is)')
-        for k, a in enumerate(outs):     # results are written while inputs are read: no overlaps
-            if any(np.may_share_memory(a, b) for b in outs[k + 1:] + [x for x in arrays if isinstance(x, np.ndarray)]):
-                raise FeedError(f'Program: out[{k}] shares memory with an input or another out array; give each '
-                                f'result its own array')
+        k = _overlap(outs, [x for x in arrays if isinstance(x, np.ndarray)])
+        if k is not None:        # results are written while inputs are read: no overlaps
+            raise FeedError(f'Program: out[{k}] shares memory with an input or another out array; give each '
+                            f'result its own array')
         return list(outs)
 
     def _runtime_error(self, exc) -> ShapeError:
