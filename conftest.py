@@ -25,6 +25,7 @@ is not turned into ``--nbval-lax``, ``--nbval-kernel-name`` replaces
 """
 from __future__ import annotations
 
+import concurrent.futures
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,36 @@ def pytest_collect_file(file_path, parent):
     if file_path.suffix == ".ipynb" and not _nbval_active(parent.config):
         return _NotebookWithoutNbval.from_parent(parent, path=file_path)
     return None
+
+
+# ------------------------------------------------------------------ checks that start with the run
+# A few checks are minutes of subprocesses that mostly wait (uv asking PyPI about every Python and platform).
+# A test marked ``@pytest.mark.early(fn, *args)`` has fn(*args) started in a background thread as soon as the
+# run is collected; its ``early`` fixture returns the result (waiting for it if need be). Deselected tests
+# start nothing.
+_STARTED: dict = {}
+_POOL: list = []
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        mark = item.get_closest_marker("early")
+        if mark is not None and mark.args not in _STARTED:
+            if not _POOL:
+                _POOL.append(concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="early"))
+            _STARTED[mark.args] = _POOL[0].submit(*mark.args)
+
+
+def pytest_sessionfinish(session):
+    for pool in _POOL:          # a run stopped early (-x, Ctrl-C) starts no more of them
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+@pytest.fixture
+def early(request):
+    """What this test's ``@pytest.mark.early(fn, *args)`` computed in the background (or computes now)."""
+    mark = request.node.get_closest_marker("early")
+    started = _STARTED.pop(mark.args, None)
+    return started.result() if started is not None else mark.args[0](*mark.args[1:])

@@ -348,19 +348,29 @@ WHEEL_PLATFORMS = ["x86_64-manylinux_2_28", "aarch64-manylinux_2_28", "aarch64-a
 MARKED = {"numba", "onnxruntime", "pygraphviz"}     # requirements.txt limits these to where wheels exist
 
 
+def resolve_to_wheels(python) -> dict | None:
+    """uv's resolution of requirements.txt, wheels only, for `python` on each of WHEEL_PLATFORMS:
+    {platform: CompletedProcess}, or None without uv. Mostly waiting on PyPI (~10 s a platform), so the
+    test below has it start with the run (conftest.py's early marker)."""
+    uv = shutil.which("uv", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if uv is None:
+        return None
+    return {platform: subprocess.run([uv, "pip", "compile", str(ROOT / "requirements.txt"), "--python-version", python,
+                                      "--python-platform", platform, "--only-binary", ":all:", "--quiet",
+                                      "--no-header"], capture_output=True, text=True, env=clean_env(), timeout=300)
+            for platform in WHEEL_PLATFORMS}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12", "3.13"])
-def test_requirements_resolve_to_wheels_on_every_supported_python_and_platform(python):
+@pytest.mark.parametrize("python", [pytest.param(v, marks=pytest.mark.early(resolve_to_wheels, v))
+                                    for v in ["3.10", "3.11", "3.12", "3.13"]])
+def test_requirements_resolve_to_wheels_on_every_supported_python_and_platform(python, early):
     """uv resolves requirements.txt with wheels only (no source builds) for each supported Python on
     Linux x86_64/aarch64, macOS arm64/x86_64 and Windows; the packages behind platform markers are
     there exactly where their markers say (macOS x86_64 goes without them)."""
-    uv = shutil.which("uv", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    if uv is None:
+    if early is None:
         pytest.skip("uv is not installed (it comes with requirements-test.txt: pip install uv)")
-    for platform in WHEEL_PLATFORMS:
-        proc = subprocess.run([uv, "pip", "compile", str(ROOT / "requirements.txt"), "--python-version", python,
-                               "--python-platform", platform, "--only-binary", ":all:", "--quiet", "--no-header"],
-                              capture_output=True, text=True, env=clean_env(), timeout=300)
+    for platform, proc in early.items():
         if proc.returncode != 0 and re.search(r"(?i)network|connect|dns|timed out|offline", proc.stderr):
             pytest.skip(f"PyPI is not reachable: {proc.stderr.strip()[-200:]}")
         assert proc.returncode == 0, f"{python} {platform}: {proc.stderr[-800:]}"
