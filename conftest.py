@@ -105,7 +105,8 @@ def pytest_collect_file(file_path, parent):
 
 
 # ------------------------------------------------------------------ checks that start with the run
-# A few checks are minutes of subprocesses that mostly wait (uv asking PyPI about every Python and platform).
+# A few checks are minutes of subprocesses that mostly wait (uv asking PyPI about every Python and platform)
+# or can use the second CPU (the library tests without numba, run in a copy of the checkout).
 # A test marked ``@pytest.mark.early(fn, *args)`` has fn(*args) started in a background thread as soon as the
 # run is collected; its ``early`` fixture returns the result (waiting for it if need be). Deselected tests
 # start nothing.

@@ -1,8 +1,10 @@
 """The numpy backend needs no numba (Pyodide, minimal installs): the library tests run in a
 subprocess where `import numba` fails, so mg.compile's default is the numpy backend there."""
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -11,12 +13,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _env_without_numba(tmp_path):
+def _env_without_numba(tmp_path, root=ROOT):
     blocker = tmp_path / 'block' / 'numba'
     blocker.mkdir(parents=True)
     (blocker / '__init__.py').write_text("raise ImportError('numba is hidden by tests/test_without_numba.py')\n")
     env = {k: v for k, v in os.environ.items() if k != 'MINIGRAD_BACKEND'}
-    env['PYTHONPATH'] = os.pathsep.join([str(tmp_path / 'block'), str(ROOT)])
+    env['PYTHONPATH'] = os.pathsep.join([str(tmp_path / 'block'), str(root)])
     return env
 
 
@@ -42,10 +44,25 @@ def test_without_numba_the_default_is_numpy_and_numba_is_a_clear_error(tmp_path)
     assert "error: compile: backend='numba' needs numba (pip install numba)" in r.stdout
 
 
+def library_tests_without_numba() -> subprocess.CompletedProcess:
+    """The library tests (not slow) run where `import numba` fails. They run in a copy of the checkout (no
+    venvs: this Python runs them), so that they can run beside the rest of the suite (conftest.py's early
+    marker: on the second CPU) without sharing a file with it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        root = tmp / 'checkout'
+        shutil.copytree(ROOT, root, symlinks=True, ignore=shutil.ignore_patterns(
+            '.git', '.venv', '.venv-test', 'build', 'dist', '*.egg-info', '__pycache__', '.pytest_cache',
+            '.hypothesis', 'artifacts'))
+        return subprocess.run([sys.executable, '-m', 'pytest', '-q', '-x', '-m', 'not slow', '-p', 'no:cacheprovider',
+                               '--basetemp', str(tmp / 'pytest'), 'tests', '--ignore=tests/test_without_numba.py',
+                               '--ignore=tests/test_environments.py'],     # dev.py's venvs: not in the copy
+                              env=_env_without_numba(tmp, root), cwd=root, capture_output=True, text=True,
+                              timeout=1800)
+
+
 @pytest.mark.slow
-def test_library_tests_pass_without_numba(tmp_path):
-    r = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-x', '-m', 'not slow', '-p', 'no:cacheprovider',
-                        'tests', '--ignore=tests/test_without_numba.py'],
-                       env=_env_without_numba(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    tail = '\n'.join(r.stdout.splitlines()[-15:])
-    assert r.returncode == 0 and ' passed' in tail, tail + r.stderr[-2000:]
+@pytest.mark.early.with_args(library_tests_without_numba)     # with_args: a lone callable would be decorated
+def test_library_tests_pass_without_numba(early):
+    tail = '\n'.join(early.stdout.splitlines()[-15:])
+    assert early.returncode == 0 and ' passed' in tail, tail + early.stderr[-2000:]
