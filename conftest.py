@@ -111,7 +111,7 @@ def pytest_collect_file(file_path, parent):
 # run is collected; its ``early`` fixture returns the result (waiting for it if need be). Deselected tests
 # start nothing.
 _STARTED: dict = {}
-_POOL: list = []
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="early")   # no thread until a submit
 
 
 def pytest_collection_finish(session):
@@ -120,14 +120,11 @@ def pytest_collection_finish(session):
     for item in session.items:
         mark = item.get_closest_marker("early")
         if mark is not None and mark.args not in _STARTED:
-            if not _POOL:
-                _POOL.append(concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="early"))
-            _STARTED[mark.args] = _POOL[0].submit(*mark.args)
+            _STARTED[mark.args] = _POOL.submit(*mark.args)
 
 
 def pytest_sessionfinish(session):
-    for pool in _POOL:          # a run stopped early (-x, Ctrl-C) starts no more of them
-        pool.shutdown(wait=False, cancel_futures=True)
+    _POOL.shutdown(wait=False, cancel_futures=True)       # a run stopped early (-x, Ctrl-C) starts no more of them
 
 
 @pytest.fixture
