@@ -206,11 +206,11 @@ _BITS = {np.dtype('f2'): 'i2', np.dtype('f4'): 'i4', np.dtype('f8'): 'i8'}     #
 
 def _where_impl(c, x, y):
     """np.where(c, x, y); where(c, x, 0) on big float arrays as a multiply (below)."""
-    _bool_condition(np.asarray(c).dtype)     # eager runs impls without the shape rule
+    array = type(c) is np.ndarray
+    _bool_condition(c.dtype if array else np.asarray(c).dtype)     # eager runs impls without the shape rule
     # speed: where(c, x, 0) as x's bits times c, one branch-free pass and exact (+0.0 where c is False, inf and
     # nan kept); np.where's branchy loop is 4-15x slower on big random masks (relu and its VJP use it)
-    if type(y) is int and y == 0 and type(x) is np.ndarray and x.size >= 2048 \
-            and type(c) is np.ndarray and c.shape == x.shape \
+    if array and type(y) is int and y == 0 and type(x) is np.ndarray and x.size >= 2048 and c.shape == x.shape \
             and (bits := _BITS.get(x.dtype)) is not None:
         out = np.empty(x.shape, x.dtype)            # a fresh float array (not a view): it can become a .grad
         np.multiply(x.view(bits), c, out=out.view(bits))

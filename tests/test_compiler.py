@@ -1,5 +1,6 @@
 """Graph compiler: every pass keeps the meaning (reference interpreter before == after),
 structure of the known examples, memory plan, generated code, Session integration."""
+import json
 import subprocess
 import sys
 
@@ -341,6 +342,24 @@ def test_bench_quick_smoke(tmp_path):
     assert r.returncode == 0, r.stderr
     assert '| target' in r.stdout and ('PASS' in r.stdout or 'MISS' in r.stdout)
     assert out.exists()
+
+
+def test_bench_judges_each_target_by_the_median_of_its_runs(tmp_path):
+    # --runs N: N processes; each target's value is the median of its N values, judged again on it
+    out = tmp_path / 'bench.json'
+    script = Path(__file__).resolve().parent.parent / 'scripts' / 'bench.py'
+    r = subprocess.run([sys.executable, str(script), '--quick', '--tape', '--runs', '3', '--json', str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert 'medians of 3 runs' in r.stdout and r.stderr.count(' of 3: ') == 3
+    targets = json.loads(out.read_text())['targets']
+    assert targets and all(len(t['runs']) == 3 for t in targets)
+    for t in targets:
+        med = sorted(t['runs'])[1]
+        op, limit = t['goal'].split()
+        assert t['measured'] == med and t['pass'] == {'<=': med <= float(limit), '<': med < float(limit),
+                                                      '>=': med >= float(limit)}[op]
+        assert f'| {t["target"]} | {med:.3f} |' in r.stdout
 
 
 # Elementwise primitives without a loop-kernel rule, and why: the fusion pass records the reason
