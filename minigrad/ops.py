@@ -204,17 +204,26 @@ def _where_rule(c, x, y):
 _BITS = {np.dtype('f2'): 'i2', np.dtype('f4'): 'i4', np.dtype('f8'): 'i8'}     # a float's bits as an int
 
 
+@functools.cache
+def zero_of(dtype) -> np.ndarray:
+    """A read-only 0-d zero of `dtype`: the tape's stand-ins view it, relu's mask and where compare with it."""
+    # speed: numpy compares or selects with it ~1 us sooner than with the int 0, which it converts every call
+    z = np.zeros((), dtype)
+    z.flags.writeable = False
+    return z
+
+
 def _where_impl(c, x, y):
     """np.where(c, x, y); where(c, x, 0) on big float arrays as a multiply (below)."""
-    array = type(c) is np.ndarray
-    _bool_condition(c.dtype if array else np.asarray(c).dtype)     # eager runs impls without the shape rule
-    # speed: where(c, x, 0) as x's bits times c, one branch-free pass and exact (+0.0 where c is False, inf and
-    # nan kept); np.where's branchy loop is 4-15x slower on big random masks (relu and its VJP use it)
-    if array and type(y) is int and y == 0 and type(x) is np.ndarray and x.size >= 2048 and c.shape == x.shape \
-            and (bits := _BITS.get(x.dtype)) is not None:
-        out = np.empty(x.shape, x.dtype)            # a fresh float array (not a view): it can become a .grad
-        np.multiply(x.view(bits), c, out=out.view(bits))
-        return out
+    _bool_condition(c.dtype if type(c) is np.ndarray else np.asarray(c).dtype)  # eager runs impls without the rule
+    if type(y) is int and y == 0 and type(x) is np.ndarray and x.dtype.kind == 'f':
+        # speed: where(c, x, 0) as x's bits times c, one branch-free pass and exact (+0.0 where c is False, inf
+        # and nan kept); np.where's branchy loop is 4-15x slower on big random masks (relu and its VJP use it)
+        if x.size >= 2048 and type(c) is np.ndarray and c.shape == x.shape and (bits := _BITS.get(x.dtype)):
+            out = np.empty(x.shape, x.dtype)            # a fresh float array (not a view): it can become a .grad
+            np.multiply(x.view(bits), c, out=out.view(bits))
+            return out
+        y = zero_of(x.dtype)                            # the same result (a weak 0 takes x's dtype), sooner
     return np.where(c, x, y)
 
 
