@@ -97,29 +97,20 @@ def test_no_temporaries_beyond_the_output(backend):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
-def test_a_result_the_caller_dropped_is_reused_and_one_it_kept_is_never_written(backend, driver):
-    """Issue 37: the program keeps the array it handed out; the next call computes into it again if the caller
-    has dropped it (getrefcount, as a Variable's spare), so a warm call allocates nothing (a fresh 40 MB result
-    came new from the system every call: a page fault per 4 KiB), and makes a new one if the caller kept it."""
+def test_between_calls_the_program_holds_no_array_for_a_result_it_handed_out(backend, driver):
+    """Issue 37: a buffer handed to the caller is replaced as the next call starts, when the caller has freed
+    the last results (their memory is reused), not as the call ends (new memory: a page fault per 4 KiB)."""
     y, ps = relu_chain(100_000)
     prog = mg.compile(y, ps, backend=backend)
     xs = [np.random.default_rng(k).standard_normal(100_000).astype(np.float32) for k in range(5)]
     first = prog(*xs)
-    r = prog(*xs)                       # first is kept: a new array
-    assert not np.shares_memory(r, first)
-    address = r.ctypes.data
-    del r
     tracemalloc.start()
-    tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
     r = prog(*xs)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
-    assert r.ctypes.data == address and peak < 4096     # the dropped array again, nothing allocated
-    np.testing.assert_array_equal(r, first)
-    view = r[::2]                       # a view holds its base: r is not dropped
     del r
-    assert not np.shares_memory(prog(*xs), view)
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert held < 4096                  # the old driver held a fresh 400 kB array here
     dst = np.empty_like(first)
     prog(*xs, out=dst)                  # out= right after a hand-off, then plain calls again
     kept = first.copy()

@@ -51,16 +51,15 @@ CEILINGS = {'teaching core': (2150, 2534 + 25 + 9 + 6 + 2 + 2 + 14 + 22 + 3 - 3 
             'static graphs reading path': (1598, 1676 + 25 + 9 + 6 + 2 + 2 + 2 + 22 + 1 - 3 + 5),     # issue 31's cond/while JVP rules, graph checks (+42)
             'tracing reading path': (957, 1171 + 25 + 2 + 2 + 2 + 18 + 1 - 3),            # issue 31's call node and jit guards (+199)
             'engine': (4900, 6367 + 33 + 8 + 7 + 212 + 12 + 17 + 69 + 3 - 1 + 14 + 2 + 19 + 20 + 2 + 2 + 2 + 33 + 5 + 30 + 3 + 10 + 10 - 1 + 12
-                       + 13),
+                       + 3),
             'course apparatus': (1300, 1868 - 34 - 3 - 24 + 4 - 8 - 13 - 4 - 7 - 10 - 1 - 4)}
 # issue 37 item 3 (compile latency at scale, +20 engine): kernels._structure keys what kernel_source reads of a
 # fusion group, so equal groups (938 kernels of 4 shapes in the 20,000-op chain) generate their code once. +2:
 # copy_node skips the slices and the where reset for the common one-output node that has a line.
 # +2: cse looks for a repeated key only up to the first one (the chain's second constant 1.01), then rebuilds.
-# issue 37, twelfth session (+13 engine, +5 static path, +3 teaching core and tape path): a program computes into a
-# result array the caller dropped (codegen: H and getrefcount; a 40 MB result came new from the system each call);
-# ops.zero_of, a 0-d zero relu's mask and where's small path pass to numpy instead of the int 0 (~1 us a call;
-# it replaces tensor._zero, which the stand-ins viewed), and where's impl reads an array condition's dtype directly.
+# issue 37, twelfth session (+3 engine and teaching core and tape path, +5 static path): ops.zero_of, a 0-d zero
+# relu's mask and where's small path pass to numpy instead of the int 0 (~1 us a call; it replaces tensor._zero,
+# which the stand-ins viewed), and where's impl reads an array condition's dtype directly.
 # issue 37, eleventh session (+12 engine): Program's out= check sorts the arrays' byte ranges once
 # (program._overlap) instead of a may_share_memory call per pair (650 for 20 outputs and 21 inputs).
 # issue 37, ninth session (+30 engine): a kernel sums rows (the last axis, up to kernels.ROW_SUM elements) in

@@ -49,7 +49,6 @@ class Codegen:
         self.commits = []                           # (state slot, name of its new value), in step order
         self.where = {}                             # body line index -> where the step's node was defined
         self.indexed = indexed                      # buffers named B[i], not b<i> (MANY_BUFFERS)
-        self.handed = {}                            # buffer -> slot in H: results handed to the caller
 
     # -- what emit rules use
     def fn(self, name: str) -> str:
@@ -93,12 +92,8 @@ class Codegen:
         a training step then allocates nothing, and an array the caller kept is never written."""
         if self.into_state:
             n = 1 + max(int(v[1:]) for v in self.into_state.values())
-            self.head.append(f'P, M = [None] * {n}, [None] * {n}  # per Variable: the spare, the array last committed')
-            self.refcounts()
-
-    def refcounts(self):
-        if 'ONLY = getrefcount(one[0])' not in self.head:
-            self.head += [f'getrefcount, one = {self.const(sys.getrefcount)}, [object()]', 'ONLY = getrefcount(one[0])']
+            self.head += [f'P, M = [None] * {n}, [None] * {n}  # per Variable: the spare, the array last committed',
+                          f'getrefcount, one = {self.const(sys.getrefcount)}, [object()]', 'ONLY = getrefcount(one[0])']
 
     def held(self, allv):
         """Constants (bound once) and Variable state (read from S each call)."""
@@ -179,18 +174,12 @@ class Codegen:
     # -- results
     def bind_outputs(self, outputs):
         """A result with a planned buffer is computed into o_k: that buffer, or with out= the caller's array.
-        A buffer the last call handed to its caller (None) is replaced first: by that very array (kept in H) if
-        the caller has dropped it (getrefcount, as the Variables' spares), else by a new one, allocated as the
-        call starts (made as the last call ended, while the caller still held its results, it came new from the
-        system: a page fault per 4 KiB; a big result always does, issue 37)."""
+        A buffer the last call handed to its caller (None) is replaced first: allocated as the call starts,
+        a fresh array reuses the memory the caller has freed by then (made as the last call ended, while
+        the caller still held its results, it came new from the system: a page fault per 4 KiB, issue 37)."""
         handed = {v.buf: v for v in outputs if v.kind == 'temp' and v.buf is not None}
-        self.handed = {b: h for h, b in enumerate(sorted(handed))}      # buffer -> its slot in H
-        if handed:
-            self.refcounts()
-            self.head.append(f'H = [None] * {len(handed)}  # per handed buffer: the array the last caller got')
-        self.body += [f"if {self.buf(b)} is None: {self.buf(b)} = H[{self.handed[b]}] if getrefcount(H[{self.handed[b]}])"
-                      f" == ONLY else {self.fn('empty')}({v.shape!r}, {self.dtype(v.dtype)})  # dropped, or a new array"
-                      for b, v in sorted(handed.items())]
+        self.body += [f"if {self.buf(b)} is None: {self.buf(b)} = {self.fn('empty')}({v.shape!r}, "
+                      f"{self.dtype(v.dtype)})  # handed to the last caller" for b, v in sorted(handed.items())]
         for k, v in enumerate(outputs):
             if v.kind == 'temp' and v.buf is not None and id(v) not in self.names:
                 self.names[id(v)] = f'o{k}'
@@ -198,8 +187,7 @@ class Codegen:
 
     def returns(self, outputs, single):
         """Every returned value gets its own name, written before the return: the caller owns it.
-        Trap: a buffer handed to the caller is dropped (None; the next call takes the array back only if the
-        caller dropped it too, else makes a fresh one), so a duplicate
+        Trap: a buffer handed to the caller is dropped (None; the next call makes a fresh one), so a duplicate
         or alias of the same value must copy the handed array (r_k), never the buffer name rebound after it."""
         copy, direct = self.fn('copyto'), {self.names[id(v)] for v in outputs if v.kind == 'temp' and v.buf is not None}
         self.body.append('if O is not None:  # out=: the results not computed into O already')
@@ -215,8 +203,7 @@ class Codegen:
             if key in handed:
                 self.body.append(f"r_{k} = {self.fn('array')}({handed[key]})  # a second fetch of the same value")
             elif v.kind == 'temp' and v.buf is not None:
-                self.body.append(f'r_{k} = H[{self.handed[v.buf]}] = {self.name(v)}; {self.buf(v.buf)} = None  '
-                                 f'# hand the buffer to the caller')
+                self.body.append(f'r_{k} = {self.name(v)}; {self.buf(v.buf)} = None  # hand the buffer to the caller')
             else:     # a fresh array is the caller's; an input, constant, state or view is copied
                 self.body.append(f"r_{k} = {self.fn('asarray' if v.kind == 'temp' else 'array')}({self.name(v)})")
             handed.setdefault(key, f'r_{k}')

@@ -48,9 +48,8 @@ class Program:
     ``stats`` (dict), ``inputs``, ``outputs``, ``variables`` (Variables read/assigned; their
     values live in ``state``).
 
-    Every array a call returns belongs to the caller (a later call never changes it while the caller holds
-    it or a view of it; one the caller dropped, the next call computes into again, so a warm call allocates
-    no result); ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead. A Variable a loop
+    Every array a call returns belongs to the caller (a later call never changes it);
+    ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead. A Variable a loop
     kernel updates keeps one spare array, its value two calls ago, which an update writes into when the
     program alone holds it (an array you kept, from ``program.state`` or a Session, is never written).
     Calls from several threads take turns (the program's buffers are its own, one set).

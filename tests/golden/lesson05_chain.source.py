@@ -10,14 +10,11 @@ def build(np, B, K, conv):
     c1 = K[0]  # two
     c2 = K[1]  # mul
     c3 = K[2]  # const_1
-    getrefcount, one = K[3], [object()]
-    ONLY = getrefcount(one[0])
-    H = [None] * 1  # per handed buffer: the array the last caller got
     b0 = B[0]
     def run(v0, S, O):
         nonlocal b0
         if v0.__class__ is not ndarray or v0.dtype != dt_float32 or v0.shape != (4,): v0 = conv(0, v0)  # x
-        if b0 is None: b0 = H[0] if getrefcount(H[0]) == ONLY else np_empty((4,), dt_float32)  # dropped, or a new array
+        if b0 is None: b0 = np_empty((4,), dt_float32)  # handed to the last caller
         o0 = b0 if O is None else O[0]  # pow
         np_multiply(v0, c2, out=b0)  # mul_1 = mul
         np_exp(b0, out=b0)  # exp = exp
@@ -26,6 +23,6 @@ def build(np, B, K, conv):
         np_power(b0, c1, out=o0)  # pow = pow
         if O is not None:  # out=: the results not computed into O already
             return O[0]
-        r_0 = H[0] = o0; b0 = None  # hand the buffer to the caller
+        r_0 = o0; b0 = None  # hand the buffer to the caller
         return r_0
     return run
