@@ -26,7 +26,7 @@ down without it (factoring out the first two alone cost 17 % at 4x4):
 10. tensor.py ``_eager_relu``: relu's mask ``0 < x`` a plain array, not a Tensor made by ``eager_apply``
    (chain, MLP: one op's overhead per relu; the chain's tape step 3-4 % faster at 4x4 and 64x64, issue 37).
 11. ops.py ``zero_of``: relu's mask and ``where(c, x, 0)`` below 2,048 elements take a cached 0-d zero of x's
-   dtype, not the int 0 numpy converts on every call (chain, MLP: ``mg.relu`` 8-10 % faster, issue 37).
+   dtype, not the int 0 numpy converts on every call (chain, MLP: ``mg.relu`` 7-11 % faster, issue 37).
 
 One memory rule (not a shortcut: PyTorch's tape keeps no such input either): an op whose result has 64 KiB
 or more keeps, of the inputs its VJP reads only the shape and dtype of (``saves_inputs``: add's, the x and y
