@@ -348,8 +348,8 @@ def eager_apply(prim, args, params):
 def _eager_relu(x):
     """mg.relu on a Tensor: where(0 < x, x, 0), as functional.relu writes it."""
     # speed: the mask a plain array, not a Tensor made by eager_apply (unless a tape records: a trace sees the less)
-    f = x.data.dtype.kind == 'f' and not state.tapes
-    c = np.less(P.zero_of(x.data.dtype), x.data) if f else eager_apply(P.less, (0, x), {})
+    plain = x.data.dtype.kind == 'f' and not state.tapes
+    c = np.less(P.zero_of(x.data.dtype), x.data) if plain else eager_apply(P.less, (0, x), {})
     return eager_apply(P.where, (c, x, 0), {})
 
 
