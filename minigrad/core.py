@@ -164,10 +164,15 @@ _RAW = {np.ndarray, float, int, bool, np.float32, np.float64, np.int64, np.bool_
 
 def apply(prim: Primitive, *args, **params):
     """Run `prim` on `args` with the interpreter the arguments call for."""
-    for a in args:
-        if type(a) not in _RAW:          # speed: raw numpy arguments (VJPs in a plain backward) skip dispatch
+    tensor, eager = hooks.tensor_type, False
+    for a in args:                       # speed: raw numpy arguments (VJPs in a plain backward) skip dispatch,
+        if type(a) is tensor:            # and so do Tensors among them (the tape's ops from functional.py)
+            eager = True
+        elif type(a) not in _RAW:
             break
     else:
+        if eager:
+            return hooks.eager_apply(prim, args, params)
         try:
             return prim.impl(*args, **params)
         except MinigradError:
@@ -225,6 +230,10 @@ def topo_order(roots, inputs_of: Callable, key: Callable) -> list:
 # ---------------------------------------------------------------- shape rules
 def aval_of(x) -> Aval:
     """The abstract value (shape, dtype) of a Tensor, Symbol, array or Python scalar."""
+    if type(x) is hooks.tensor_type:     # speed: a Tensor's array read directly (the tape's composites ask often)
+        x = x.data
+    if type(x) is np.ndarray:
+        return Aval(x.shape, x.dtype)
     if isinstance(x, (bool, np.bool_)):
         return Aval((), bool_)
     if isinstance(x, int):

@@ -214,17 +214,22 @@ def zero_of(dtype) -> np.ndarray:
 
 
 def _where_impl(c, x, y):
-    """np.where(c, x, y); where(c, x, 0) on big float arrays as a multiply (below)."""
+    """np.where(c, x, y); where(c, x, 0) of a float array by where_zero."""
     _bool_condition(c.dtype if type(c) is np.ndarray else np.asarray(c).dtype)  # eager runs impls without the rule
     if type(y) is int and y == 0 and type(x) is np.ndarray and x.dtype.kind == 'f':
-        # speed: where(c, x, 0) as x's bits times c, one branch-free pass and exact (+0.0 where c is False, inf
-        # and nan kept); np.where's branchy loop is 4-15x slower on big random masks (relu and its VJP use it)
-        if x.size >= 2048 and type(c) is np.ndarray and c.shape == x.shape and (bits := _BITS.get(x.dtype)):
-            out = np.empty(x.shape, x.dtype)            # a fresh float array (not a view): it can become a .grad
-            np.multiply(x.view(bits), c, out=out.view(bits))
-            return out
-        y = zero_of(x.dtype)                            # the same result (a weak 0 takes x's dtype), sooner
+        return where_zero(c, x)
     return np.where(c, x, y)
+
+
+def where_zero(c, x):
+    """where(c, x, 0) of a float array x (relu and its VJP): np.where, or on big arrays a multiply (below)."""
+    # speed: x's bits times c, one branch-free pass and exact (+0.0 where c is False, inf and nan kept);
+    # np.where's branchy loop is 4-15x slower on big random masks
+    if x.size >= 2048 and type(c) is np.ndarray and c.shape == x.shape and (bits := _BITS.get(x.dtype)):
+        out = np.empty(x.shape, x.dtype)            # a fresh float array (not a view): it can become a .grad
+        np.multiply(x.view(bits), c, out=out.view(bits))
+        return out
+    return np.where(c, x, zero_of(x.dtype))         # the same result (a weak 0 takes x's dtype), sooner
 
 
 def _where_vjp(n, g, out, c, x, y):
@@ -348,7 +353,8 @@ def kept_axes(x, axis, keepdims):
     return axis
 
 
-sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
+# np.add.reduce is np.sum without its Python wrapper (and np.maximum.reduce np.max): the same results, sooner
+sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.add.reduce(x, axis=axis, keepdims=keepdims),
             functools.partial(_reduce_rule, _op='sum'),
             lambda n, g, out, x, axis=None, keepdims=False: (
                 broadcast_like(g, x, axes=kept_axes(x, axis, keepdims)),), saves_inputs=False)
@@ -357,8 +363,8 @@ sum_ = prim('sum', lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, kee
 def _max_impl(x, axis=None, keepdims=False, initial=None):
     """np.max; ``initial`` (e.g. -inf) also takes the max with it, so an empty axis gives it."""
     if initial is None:
-        return np.max(x, axis=axis, keepdims=keepdims)
-    return np.max(x, axis=axis, keepdims=keepdims, initial=initial)
+        return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
+    return np.maximum.reduce(x, axis=axis, keepdims=keepdims, initial=initial)
 
 
 def _max_vjp(n, g, out, x, axis=None, keepdims=False, initial=None):

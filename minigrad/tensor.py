@@ -11,22 +11,27 @@ computes the same thing, each marked ``# speed:`` where it is, and each kept bec
 ``python -m minigrad.bench`` (tape rows: the 30-op chain at 4x4 .. 1024x1024, the MLP step) slows
 down without it (factoring out the first two alone cost 17 % at 4x4):
 
-1. tensor.py ``eager_apply``: ``Tensor._make`` and ``TapeNode(...)`` inlined (chain, small sizes);
+1. tensor.py ``_result`` (eager_apply's result): ``Tensor._make`` and ``TapeNode(...)`` inlined (chain, small sizes);
 2. tensor.py ``_unpack``: the two-operand case unrolled (chain, small sizes);
 3. tensor.py ``_binop`` / ``__sub__`` / ``__neg__``: Tensor operators go straight to ``eager_apply``
    for plain operands, and float ``x - c`` is ``x + (-c)`` (chain, every size);
 4. tensor.py ``_accumulate_leaves``: a fresh gradient array becomes ``.grad`` without a copy (MLP);
-5. core.py ``apply``: raw numpy arguments (the VJPs during a plain backward) skip dispatch (chain);
+5. core.py ``apply``: raw numpy arguments (the VJPs during a plain backward) skip dispatch, and so do Tensors among
+   them, on to the eager interpreter (chain; MLP: the ops log_softmax is made of);
 6. ops.py ``_unbroadcast``: no ``sum_to_like`` call when nothing was broadcast (chain, MLP);
-7. ops.py ``_where_impl``: ``where(c, x, 0)`` as x's bits times c, exact (chain at 64x64 .. 1024x1024,
+7. ops.py ``where_zero``: ``where(c, x, 0)`` as x's bits times c, exact (chain at 64x64 .. 1024x1024,
    MLP: relu and its VJP; 4-15x faster than ``np.where``, and no isfinite pass as its float ``x * c`` needed);
 8. functional.py ``relu``: a Tensor goes straight to the tape's relu, ``_eager_relu`` (MLP);
 9. ops.py ``_matmul_impl``: a K=1 product (``x.T @ g``, an outer product) as a broadcast multiply, bit-for-bit
    (MLP step at batch 1: numpy's matmul takes a non-BLAS loop there, 4x slower at 784x256).
-10. tensor.py ``_eager_relu``: relu's mask ``0 < x`` a plain array, not a Tensor made by ``eager_apply``
-   (chain, MLP: one op's overhead per relu; the chain's tape step 3-4 % faster at 4x4 and 64x64, issue 37).
+10. tensor.py ``_eager_relu``: relu's mask ``0 < x`` a plain array, not a Tensor made by ``eager_apply``, and
+   where's TapeNode made directly by ``_result`` (no ``_unpack``, no where dispatch) (chain, MLP: issue 37).
 11. ops.py ``zero_of``: relu's mask and ``where(c, x, 0)`` below 2,048 elements take a cached 0-d zero of x's
    dtype, not the int 0 numpy converts on every call (chain, MLP: ``mg.relu`` 7-11 % faster, issue 37).
+12. tensor.py ``_tape_order``: the walk backward() starts with reads TapeNode.parents in place, where
+   ``core.topo_order`` (the one walk of graphs) calls back for each vertex's inputs and its sort key (chain: 3x faster).
+13. core.py ``aval_of``: a Tensor's or an array's shape and dtype read directly (MLP: log_softmax and neg ask for
+   them; log_softmax on the tape 23 % faster with item 5's Tensor path and ``_unpack``'s one loop, issue 37).
 
 One memory rule (not a shortcut: PyTorch's tape keeps no such input either): an op whose result has 64 KiB
 or more keeps, of the inputs its VJP reads only the shape and dtype of (``saves_inputs``: add's, the x and y
@@ -36,6 +41,7 @@ its page faults made the tape 1.4-2x slower at 256x256 and 1024x1024.
 from __future__ import annotations
 
 import functools
+import operator
 import weakref
 from typing import Any, NamedTuple
 
@@ -331,6 +337,11 @@ def eager_apply(prim, args, params):
     if out.dtype.kind == 'O':           # an operand was an object array: numpy would compute nonsense
         raise InputError(f'{prim.name}: an operand holds Python objects ({", ".join(map(describe, args))}); '
                          f'use numbers, bools or numeric arrays')
+    return _result(prim, args, params, vals, parents, out)
+
+
+def _result(prim, args, params, vals, parents, out):
+    """The Tensor holding prim's result out, with a TapeNode when some input needs a gradient."""
     t = _new(Tensor)                    # speed: Tensor._make inlined (one of the tape's hottest lines)
     t.data, t.grad, t.name, t.grad_fn, t._requires_grad, t._version = out, None, None, None, False, 0
     if parents is not None and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
@@ -347,10 +358,13 @@ def eager_apply(prim, args, params):
 
 def _eager_relu(x):
     """mg.relu on a Tensor: where(0 < x, x, 0), as functional.relu writes it."""
-    # speed: the mask a plain array, not a Tensor made by eager_apply (unless a tape records: a trace sees the less)
-    plain = x.data.dtype.kind == 'f' and not state.tapes
-    c = np.less(P.zero_of(x.data.dtype), x.data) if plain else eager_apply(P.less, (0, x), {})
-    return eager_apply(P.where, (c, x, 0), {})
+    d = x.data
+    if d.dtype.kind != 'f' or state.tapes:      # a tape records: a trace sees the less as an op
+        return eager_apply(P.where, (eager_apply(P.less, (0, x), {}), x, 0), {})
+    # speed: the mask a plain array, not a Tensor made by eager_apply; where's edges and value made here
+    c = np.less(P.zero_of(d.dtype), d)
+    return _result(P.where, (c, x, 0), {}, [c, d, 0], (None, x.grad_fn or x, None) if x._requires_grad else None,
+                   P.where_zero(c, d))
 
 
 STAND_IN_BYTES = 1 << 16
@@ -384,12 +398,14 @@ def _unpack(args):
         else:
             vb, pb = b, None
         return (va, vb), ((pa, pb) if pa is not None or pb is not None else None)
-    vals = [a.data if isinstance(a, Tensor) else a for a in args]
-    parents = tuple([(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None for a in args])
-    for p in parents:                   # (not parents.count(None): that would call Tensor.__eq__)
-        if p is not None:
-            return vals, parents
-    return vals, None
+    vals, parents, needed = [], [], False
+    for a in args:
+        t = isinstance(a, Tensor)
+        vals.append(a.data if t else a)
+        p = (a.grad_fn or a) if t and a._requires_grad else None
+        parents.append(p)
+        needed = needed or p is not None
+    return vals, (tuple(parents) if needed else None)
 
 
 def _accumulate_leaves(leaves, ct, create_graph):
@@ -512,16 +528,22 @@ def _call_vjp(node, g, create_graph=False):
 
 def _tape_order(root: TapeNode) -> tuple[list, list]:
     """Nodes reachable from root, consumers first, and the leaf Tensors reached (first seen first)."""
-    seen = core.topo_order([root], _tape_inputs, _seq_key)
-    return [v for v in reversed(seen) if type(v) is TapeNode], [v for v in seen if type(v) is not TapeNode]
+    # speed: core.topo_order's walk with the tape's edges read in place (no callbacks; 3x faster on the chain)
+    nodes, leaves, seen, stack = [root], [], {id(root)}, [root]
+    while stack:
+        for p in stack.pop().parents:
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                if type(p) is TapeNode:
+                    nodes.append(p)
+                    stack.append(p)
+                else:
+                    leaves.append(p)
+    nodes.sort(key=_SEQ, reverse=True)  # sequence numbers are creation order: a topological order
+    return nodes, leaves
 
 
-def _tape_inputs(v):
-    return v.parents if type(v) is TapeNode else ()
-
-
-def _seq_key(v):
-    return v.seq if type(v) is TapeNode else -1
+_SEQ = operator.attrgetter('seq')
 
 
 def _wrap(parent, value):

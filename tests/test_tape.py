@@ -400,14 +400,17 @@ def test_docstring_examples_run():
 
 
 def test_relu_on_a_tensor_makes_no_tensor_for_its_mask_unless_a_tape_records(monkeypatch):
-    """Speed ledger item 10: relu's mask 0 < x is a plain array on the tape (one eager op fewer per relu); its value
-    and gradient are where(0 < x, x, 0)'s (nan -> 0, gradient 0 at 0), and a trace still sees the less."""
+    """Speed ledger item 10: relu's mask 0 < x is a plain array on the tape and its where node is made directly
+    (no eager_apply at all); its node, value and gradient are where(0 < x, x, 0)'s (nan -> 0, gradient 0 at 0),
+    and a trace still sees the less."""
     T = sys.modules['minigrad.tensor']     # (mg.tensor is the function)
     ops, eager = [], T.eager_apply
     monkeypatch.setattr(T, 'eager_apply', lambda prim, args, params: ops.append(prim.name) or eager(prim, args, params))
     x = mg.tensor([-1.0, 0.0, float('nan'), 2.0], requires_grad=True)
     y = mg.relu(x)
-    assert ops == ['where'] and y.grad_fn.saved[0].dtype == np.bool_
+    node = y.grad_fn
+    assert ops == [] and node.prim.name == 'where' and node.parents == (None, x, None) and node.params == {}
+    assert node.saved[0].dtype == np.bool_ and node.saved[1] is x.data and node.saved[2] == 0
     np.testing.assert_array_equal(y.numpy(), [0.0, 0.0, 0.0, 2.0])
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0, 1.0])
