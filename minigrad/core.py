@@ -164,12 +164,12 @@ _RAW = {np.ndarray, float, int, bool, np.float32, np.float64, np.int64, np.bool_
 
 def apply(prim: Primitive, *args, **params):
     """Run `prim` on `args` with the interpreter the arguments call for."""
-    tensor, eager = hooks.tensor_type, False
+    eager = False
     for a in args:                       # speed: raw numpy arguments (VJPs in a plain backward) skip dispatch,
-        if type(a) is tensor:            # and so do Tensors among them (the tape's ops from functional.py)
+        if type(a) not in _RAW:          # and so do Tensors among them (the tape's ops from functional.py)
+            if type(a) is not hooks.tensor_type:
+                break
             eager = True
-        elif type(a) not in _RAW:
-            break
     else:
         if eager:
             return hooks.eager_apply(prim, args, params)
