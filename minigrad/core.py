@@ -209,10 +209,10 @@ Primitive.__call__ = apply          # prim(*args) dispatches without an extra Py
 def topo_order(roots, inputs_of: Callable, key: Callable) -> list:
     """Every vertex reachable from ``roots`` through ``inputs_of``, sorted by ``key``.
 
-    ``key`` is the creation order (a graph node's index, a tape node's sequence number): a
-    vertex is always made after its inputs, so that order is topological. One walk for the
-    interpreter, Session, the compiler, both reverse sweeps and the drawings; iterative,
-    so a chain of 100,000 ops is fine.
+    ``key`` is the creation order (a graph node's index): a vertex is always made after its
+    inputs, so that order is topological. One walk for the interpreter, Session, the compiler,
+    mg.gradients and the drawings of graphs (the tape walks its own nodes the same way in
+    tensor._tape_order, without callbacks); iterative, so a chain of 100,000 ops is fine.
 
     >>> topo_order([3], lambda v: [v - 1] if v else [], key=lambda v: v)
     [0, 1, 2, 3]
