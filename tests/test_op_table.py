@@ -112,8 +112,11 @@ def test_state_is_declared():
 
 
 def test_one_graph_walk():
-    """needed_nodes (interpreter, Session, compiler, viz) and the tape's order use core.topo_order."""
+    """needed_nodes (interpreter, Session, compiler, viz) uses core.topo_order. The tape's backward walks its
+    nodes in one function of its own (tensor._tape_order, speed ledger item 12), which test_tape checks gives
+    core.topo_order's order."""
     src = {p.name: p.read_text() for p in PKG.rglob('*.py')}
-    assert src['graph.py'].count('core.topo_order(') == 1 and src['tensor.py'].count('core.topo_order(') == 1
+    assert src['graph.py'].count('core.topo_order(') == 1 and src['tensor.py'].count('def _tape_order(') == 1
+    assert sum(s.count('.parents:') for s in src.values()) == 1, 'one walk of the tape (tensor._tape_order)'
     assert 'def toposort' not in src['autodiff.py']
     assert sum(s.count('def needed_nodes') for s in src.values()) == 1

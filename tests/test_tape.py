@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad import core
 from minigrad.tensor import TapeNode
 
 
@@ -397,6 +398,30 @@ def test_docstring_examples_run():
         mod = importlib.import_module(name)
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
+
+
+def test_the_tapes_own_walk_gives_core_topo_orders_order():
+    """Speed ledger item 12: backward's walk of the tape (tensor._tape_order, no callbacks) gives what
+    core.topo_order gives: every reachable node, consumers first, and the leaves in the order first reached."""
+    T = sys.modules['minigrad.tensor']     # (mg.tensor is the function)
+
+    def reference(root):
+        seen = core.topo_order([root], lambda v: v.parents if type(v) is TapeNode else (),
+                                  lambda v: v.seq if type(v) is TapeNode else -1)
+        return [v for v in reversed(seen) if type(v) is TapeNode], [v for v in seen if type(v) is not TapeNode]
+
+    x, w, b = (mg.tensor([1.0, -2.0], requires_grad=True) for _ in range(3))
+    h = x * w + b
+    y = (h + x).sum() * (mg.relu(h) * w).sum() + (x * 2.0).sum() + mg.tensor(3.0)      # shared inputs, a diamond
+    chain = x
+    for bias in (b, h, b):                                                              # an input used twice
+        chain = mg.relu(chain * w + bias)
+    for root in (y, h, chain.sum(), mg.relu(x)):
+        nodes, leaves = T._tape_order(root.grad_fn)
+        ref_nodes, ref_leaves = reference(root.grad_fn)
+        assert [id(v) for v in nodes] == [id(v) for v in ref_nodes]
+        assert [id(v) for v in leaves] == [id(v) for v in ref_leaves]
+    assert len(T._tape_order(y.grad_fn)[1]) == 3
 
 
 def test_relu_on_a_tensor_makes_no_tensor_for_its_mask_unless_a_tape_records(monkeypatch):
