@@ -27,31 +27,33 @@ def _version() -> str:
 __version__ = _version()
 del _version, re, metadata, Path
 
-from . import errors
-from .errors import MinigradError, ShapeError, FeedError, GraphError, TraceError, BackwardError
-from .core import float32, float64, int64, int32, bool_, Primitive, register_primitive
-from . import ops
-from .functional import (add, subtract, multiply, divide, negative, power, exp, log, sin, cos, tanh, sqrt,
-                         sigmoid, relu, abs, maximum, minimum, where, less, greater, equal, sum, mean, max,
-                         min, matmul, reshape, transpose, broadcast_to, concatenate, stack, softmax,
-                         log_softmax, logsumexp, stop_gradient, cast, getitem)
-from .tensor import Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor
-from .creation import zeros, ones, full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng
-from .graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_default_graph,
-                    reset_default_graph, gradients, group)
+from .core import errors
+from .core.errors import MinigradError, ShapeError, FeedError, GraphError, TraceError, BackwardError
+from .core.primitive import float32, float64, int64, int32, bool_, Primitive, register_primitive
+from .core import ops
+from .core.functional import (add, subtract, multiply, divide, negative, power, exp, log, sin, cos, tanh, sqrt,
+                              sigmoid, relu, abs, maximum, minimum, where, less, greater, equal, sum, mean, max,
+                              min, matmul, reshape, transpose, broadcast_to, concatenate, stack, softmax,
+                              log_softmax, logsumexp, stop_gradient, cast, getitem)
+from .core.tensor import Tensor, Tape, TapeEntry, no_grad, enable_grad, is_grad_enabled, tensor
+from .core.creation import zeros, ones, full, zeros_like, ones_like, randn, rand, arange, manual_seed, rng
+from .core.graph import (Graph, Node, Symbol, Variable, placeholder, constant, get_default_graph,
+                         reset_default_graph, gradients, group)
+from .core import interpreter
+from .core.control import cond, while_loop, MaxIterationsError
 from .session import Session
-from . import interpreter
-from . import nn, optim, data
-from .control import cond, while_loop, MaxIterationsError
+from . import nn
+from .nn import optim, data
 from . import viz
 from .viz import draw
-from .trace import trace, TracedFunction
-from .jit import jit, JitFunction
+from .transforms.trace import trace, TracedFunction
+from .transforms.jit import jit, JitFunction
 from . import compiler
 from .compiler import compile, Program
-from . import testing
-from .forward import jvp, jacfwd, jacrev
-from .batching import vmap, BatchError
-from .func import grad, value_and_grad, hessian, functional_call, GradError
-from .onnx_export import export_onnx, to_onnx
-from .onnx_import import import_onnx
+from .course import testing
+from .transforms.forward import jvp, jacfwd, jacrev
+from .transforms.batching import vmap, BatchError
+from .transforms import func
+from .transforms.func import grad, value_and_grad, hessian, functional_call, GradError
+from .onnx.exporter import export_onnx, to_onnx
+from .onnx.importer import import_onnx

@@ -6,11 +6,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import fmt_shape, describe, refuse_pickle
-from .errors import FeedError, GraphError, InputError
-from .graph import (Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, feed_array, PLACEHOLDER,
-                    VARIABLE)
-from .interpreter import missing_feed_error
+from .core.primitive import fmt_shape, describe, refuse_pickle
+from .core.errors import FeedError, GraphError, InputError
+from .core.graph import (Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, feed_array,
+                         PLACEHOLDER, VARIABLE)
+from .core.interpreter import missing_feed_error
 from .compiler import compile as compile_program
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 import minigrad as mg
-from minigrad.errors import InputError, ShapeError, FeedError, GraphError, BackwardError, MinigradError
+from minigrad.core.errors import InputError, ShapeError, FeedError, GraphError, BackwardError, MinigradError
 
 BAD_VALUES = {'None': None, 'str': 'abc', 'bytes': b'ab', 'dict': {}, 'set': {1}, 'object': object(),
               'ragged': [[1, 2], [3]], 'str array': np.array(['a', 'b']), 'object array': np.array([object()]),

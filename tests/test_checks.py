@@ -13,8 +13,8 @@ import pytest
 
 from minigrad import checks
 from minigrad.checks import CheckError, hint, task
-from minigrad.errors import InputError
-from minigrad.hints import HINTS
+from minigrad.core.errors import InputError
+from minigrad.course.hints import HINTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))

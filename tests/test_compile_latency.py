@@ -55,7 +55,7 @@ def test_atomic_rolls_back_names_through_a_journal():
 
 def test_without_gc_restores_the_collector_also_on_error():
     import gc
-    from minigrad.graph import without_gc
+    from minigrad.core.graph import without_gc
 
     @without_gc
     def inside(fail):

@@ -6,7 +6,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import interpreter
-from minigrad.control import MaxIterationsError
+from minigrad.core.control import MaxIterationsError
 from minigrad.session import check_feeds
 
 
@@ -157,7 +157,7 @@ def test_while_node_format_and_stack():
     assert stack.dtype == np.dtype(object) and stack.name == 'power_stack'
     cg, bg = node.params['cond_graph'], node.params['body_graph']
     assert len(cg.inputs) == len(bg.inputs) == 2 and len(cg.outputs) == 1 and len(bg.outputs) == 2
-    assert node.params['name'] == 'power' and node.params['max_iterations'] == mg.control.DEFAULT_MAX_ITERATIONS
+    assert node.params['name'] == 'power' and node.params['max_iterations'] == mg.core.control.DEFAULT_MAX_ITERATIONS
     # inputs: loop vars, then cond captures (none), then body captures (x)
     assert node.inputs[2] is x and [o for o, _ in bg.captures] == [x] and cg.captures == []
     listing = str(g)

@@ -30,7 +30,7 @@ def _line():
 def test_nodes_know_where_they_were_built():
     g, a, b, c, line = _failing_graph()
     assert c.node.where == (__file__, line)
-    assert mg.graph.where_text(c.node) == f'defined at {HERE}:{line}'
+    assert mg.core.graph.where_text(c.node) == f'defined at {HERE}:{line}'
 
 
 def test_gradient_and_compiler_nodes_name_the_learners_line():

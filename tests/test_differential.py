@@ -6,7 +6,7 @@ ONE interpreter, `run_program(prog, ns, inputs)`, executes it against an op name
 
 * on minigrad Tensors (the dynamic tape, `.backward()`), also keeping shape-only stand-ins for
   every input a VJP reads only the shape of (the tape's memory rule, normally for 64 KiB or more),
-* on Symbols: the reference interpreter (`minigrad.interpreter.evaluate`), `mg.Session`,
+* on Symbols: the reference interpreter (`minigrad.core.interpreter.evaluate`), `mg.Session`,
   `mg.compile` (per backend in BACKENDS), placeholders with unknown (None) dims,
 * through `mg.trace(symbolic=True)`, `mg.trace(symbolic=False)` and `mg.jit`,
 * on torch tensors (float64), the PyTorch reference.
@@ -63,7 +63,7 @@ from hypothesis.extra import numpy as hnp
 import minigrad as mg
 from minigrad import interpreter
 
-TAPE = importlib.import_module('minigrad.tensor')     # the module (mg.tensor is the function)
+TAPE = importlib.import_module('minigrad.core.tensor')     # the module (mg.tensor is the function)
 
 JIT_GRAPH_BREAKS = True       # issue 18: jit guards Python branch outcomes and splits graphs there
 

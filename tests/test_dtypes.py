@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.errors import MinigradError
+from minigrad.core.errors import MinigradError
 
 pytestmark = pytest.mark.skipif(int(np.__version__.split('.')[0]) < 2, reason='numpy 2 is the oracle (NEP 50)')
 DTYPES = ['bool', 'int8', 'int32', 'int64', 'uint8', 'uint32', 'float32', 'float64']

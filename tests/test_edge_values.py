@@ -16,7 +16,7 @@ import pytest
 
 import minigrad as mg
 from minigrad.core import PRIMITIVES, Aval
-from minigrad.errors import ShapeError
+from minigrad.core.errors import ShapeError
 
 inf, nan = np.inf, np.nan
 EDGE = np.array([0.0, -0.0, inf, -inf, nan, 1.0, -1.0])
@@ -309,7 +309,7 @@ def _random_index(rng, ndim):
 
 def test_getitem_shape_rule_agrees_with_numpy_for_any_size():
     """Known dims: exactly numpy's shape. Unknown dims: what the rule calls known holds for every size."""
-    from minigrad.ops import _getitem_rule
+    from minigrad.core.ops import _getitem_rule
     rng = np.random.default_rng(0)
     checked = 0
     for _ in range(3000):

@@ -6,7 +6,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import errors
-from minigrad.tensor import state
+from minigrad.core.tensor import state
 
 
 def test_error_hierarchy():
@@ -193,7 +193,7 @@ def test_symbol_and_tensor_mixed_is_clear():
 # ------------------------------------------------------------------ the testing helpers report clearly
 def test_gradcheck_reports_wrong_vjp():
     from minigrad.core import Primitive, elementwise_rule
-    from minigrad.testing import gradcheck
+    from minigrad.course.testing import gradcheck
     bad = Primitive('bad_square', np.square, elementwise_rule, lambda n, g, out, x: (g * x * 3,))  # not in the table
     with pytest.raises(AssertionError) as e:
         gradcheck(lambda x, y: bad(x) * y, np.array([1.0, 2.0]), np.array([0.5, 0.25]))
@@ -203,14 +203,14 @@ def test_gradcheck_reports_wrong_vjp():
 
 
 def test_numerical_grad_skips_integer_inputs():
-    from minigrad.testing import numerical_grad
+    from minigrad.course.testing import numerical_grad
     g = numerical_grad(lambda x, i: x[i].sum(), np.array([1.0, 2.0, 3.0]), np.array([0, 0, 2]))
     np.testing.assert_allclose(g[0], [2.0, 0.0, 1.0], atol=1e-6)
     assert g[1] is None
 
 
 def test_assert_modes_agree_reports_the_mode():
-    from minigrad.testing import assert_modes_agree
+    from minigrad.course.testing import assert_modes_agree
     f = lambda x: x * 2.0 if isinstance(x, mg.Tensor) else x * 3.0     # eager and static differ
     with pytest.raises(AssertionError) as e:
         assert_modes_agree(f, np.ones(3, np.float32))

@@ -10,7 +10,7 @@ import pytest
 
 import minigrad as mg
 from minigrad.core import register_primitive, elementwise_rule, PRIMITIVES
-from minigrad.errors import ForwardError, MinigradError, ShapeError
+from minigrad.core.errors import ForwardError, MinigradError, ShapeError
 from test_ops import ALL, call, op_table, tensors
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec('torch') is None, reason='PyTorch is not installed')
@@ -177,6 +177,6 @@ def test_the_tape_path_is_unchanged():
 
 def test_docstring_examples_run():
     import doctest
-    import minigrad.forward
-    res = doctest.testmod(minigrad.forward)
+    import minigrad.transforms.forward
+    res = doctest.testmod(minigrad.transforms.forward)
     assert res.failed == 0 and res.attempted > 0

@@ -165,5 +165,5 @@ def test_tensors_in_tensors_out_and_symbols_outside_tracing_still_refuse():
 
 
 def test_docstring_examples_run():
-    res = doctest.testmod(importlib.import_module("minigrad.jit"))
+    res = doctest.testmod(importlib.import_module("minigrad.transforms.jit"))
     assert res.failed == 0 and res.attempted > 0

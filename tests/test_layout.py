@@ -149,7 +149,7 @@ def rel(p):
 
 
 def module_of(p):
-    """'tensor' for minigrad/tensor.py, 'compiler' for anything in minigrad/compiler/."""
+    """'tensor' for minigrad/core/tensor.py, 'compiler' for anything in minigrad/compiler/."""
     parts = p.relative_to(PKG).with_suffix('').parts
     return parts[0]
 
@@ -201,7 +201,7 @@ def test_no_imports_inside_functions():
 def test_the_layer_test_sees_an_upward_import(tmp_path):
     p = PKG / 'core.py'
     found = [mod for _, mod, _ in imports(p)]
-    assert 'minigrad.errors' in found                 # the reader resolves relative imports
+    assert 'minigrad.core.errors' in found                 # the reader resolves relative imports
     assert RANK['tensor'] > RANK['functional'] > RANK['core']
 
 

@@ -396,7 +396,7 @@ PYODIDE_WORKER = """async ([files, code]) => {
 PYODIDE_CODE = """
 import json, sys
 sys.path.insert(0, '/home/pyodide/t')
-from minigrad.errors import MinigradError
+from minigrad.core.errors import MinigradError
 from minigrad.viz import vizjs
 from pyodide.ffi import can_run_sync
 out = {'platform': sys.platform, 'can_run_sync': can_run_sync()}
@@ -437,7 +437,8 @@ def test_the_vizjs_bridge_runs_in_pyodide_in_a_browser_worker(node_modules, chro
     dot = mg.draw(mg.exp(a * a), highlight=[a]).source
     base = '/home/pyodide/t/'
     files = {base + 'minigrad/__init__.py': '', base + 'minigrad/viz/__init__.py': '',
-             base + 'minigrad/errors.py': (ROOT / 'minigrad' / 'errors.py').read_text(),
+             base + 'minigrad/core/__init__.py': '',
+             base + 'minigrad/core/errors.py': (ROOT / 'minigrad' / 'core' / 'errors.py').read_text(),
              base + 'minigrad/viz/vizjs.py': (ROOT / 'minigrad' / 'viz' / 'vizjs.py').read_text(),
              base + 'minigrad_vizjs/__init__.py': '',
              base + 'minigrad_vizjs/viz-global.js':

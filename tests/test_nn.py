@@ -360,16 +360,16 @@ def test_moons_classifier_compiled():
 
 
 def test_progress_bar_in_a_notebook(monkeypatch, capsys):
-    monkeypatch.setattr(nn, '_in_notebook', lambda: True)
+    monkeypatch.setattr(nn.modules, '_in_notebook', lambda: True)
     mg.manual_seed(0)
     model = nn.Sequential(nn.Linear(1, 1))
     model.compile('sgd', 'mse')
     bars = []
-    real = nn._Progress.__init__
+    real = nn.modules._Progress.__init__
     def spy(self, *a):
         real(self, *a)
         bars.append(self)
-    monkeypatch.setattr(nn._Progress, '__init__', spy)
+    monkeypatch.setattr(nn.modules._Progress, '__init__', spy)
     model.fit([[1.0], [2.0]], [[2.0], [4.0]], epochs=3)
     assert bars[0].bar is not None and bars[0].bar.value == 3 and 'Epoch 3/3' in bars[0].label.value
     assert 'Epoch 3/3' not in capsys.readouterr().out          # the widget, not a text line

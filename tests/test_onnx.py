@@ -319,7 +319,7 @@ def test_composite_cases_cover_every_public_function():
     """A new public function of mg.functional needs a case in COMPOSITES (so its export is tested)."""
     import inspect
     public = {n for n, f in vars(mg.functional).items() if inspect.isfunction(f) and not n.startswith('_')
-              and f.__module__ == 'minigrad.functional'}
+              and f.__module__ == 'minigrad.core.functional'}
     assert public - COVERS == set()
 
 

@@ -1,4 +1,4 @@
-"""The op table, tested by iterating over it: every primitive in minigrad/ops.py needs cases here.
+"""The op table, tested by iterating over it: every primitive in minigrad/core/ops.py needs cases here.
 
 For each case: forward against numpy (and the shape rule), VJP against central
 differences in float64, second derivatives (create_graph=True) against differences
@@ -16,7 +16,7 @@ import pytest
 import minigrad as mg
 from minigrad import ops as P
 from minigrad.core import Primitive, aval_of, Aval
-from minigrad.testing import gradcheck, numerical_grad, assert_modes_agree
+from minigrad.course.testing import gradcheck, numerical_grad, assert_modes_agree
 
 R = np.random.default_rng(1234)
 
@@ -162,7 +162,7 @@ def _np_scatter(g, ref, idx):
 
 
 def op_table():
-    """The primitives defined in minigrad/ops.py (not those other modules register)."""
+    """The primitives defined in minigrad/core/ops.py (not those other modules register)."""
     return [v for v in vars(P).values() if isinstance(v, Primitive)]
 
 

@@ -8,14 +8,14 @@ them to Variables (a value to two Variables, swaps, assign results used further 
 program runs STEPS steps, fetching every Variable (its value before the step), every assign and
 some intermediates, in these modes, compared with the eager run step by step:
 
-* the reference interpreter (``minigrad.interpreter.evaluate`` with a state dict),
+* the reference interpreter (``minigrad.core.interpreter.evaluate`` with a state dict),
 * ``mg.Session`` on each backend in BACKENDS,
 * a ``mg.compile``d Program with its own ``program.state`` (each backend).
 
 The eager reference reads every Variable's value from before the step and commits all assigns
 at its end (what a Session run means).
 
-Part 2, optimizers. Every optimizer in ``minigrad.optim`` (SGD, SGD with momentum, Adam with
+Part 2, optimizers. Every optimizer in ``minigrad.nn.optim`` (SGD, SGD with momentum, Adam with
 default and other betas) trains a small MLP eagerly (``loss.backward(); opt.step()``) and
 through ``Model.compile/fit`` on each backend, at several shapes and batch sizes, with the
 learning rate changed between two fits; the parameters agree with the eager run and with

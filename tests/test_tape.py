@@ -10,7 +10,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import core
-from minigrad.tensor import TapeNode
+from minigrad.core.tensor import TapeNode
 
 
 @pytest.fixture
@@ -393,8 +393,8 @@ def test_fan_out_accumulation_with_retained_grad():
 
 def test_docstring_examples_run():
     import doctest, importlib
-    for name in ('minigrad.core', 'minigrad.names', 'minigrad.tensor', 'minigrad.conversions', 'minigrad.creation',
-                 'minigrad.testing'):  # (mg.tensor: the function)
+    for name in ('minigrad.core', 'minigrad.core.names', 'minigrad.core.tensor', 'minigrad.core.conversions', 'minigrad.core.creation',
+                 'minigrad.course.testing'):  # (mg.tensor: the function)
         mod = importlib.import_module(name)
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
@@ -403,7 +403,7 @@ def test_docstring_examples_run():
 def test_the_tapes_own_walk_gives_core_topo_orders_order():
     """Speed ledger item 12: backward's walk of the tape (tensor._tape_order, no callbacks) gives what
     core.topo_order gives: every reachable node, consumers first, and the leaves in the order first reached."""
-    T = sys.modules['minigrad.tensor']     # (mg.tensor is the function)
+    T = sys.modules['minigrad.core.tensor']     # (mg.tensor is the function)
 
     def reference(root):
         seen = core.topo_order([root], lambda v: v.parents if type(v) is TapeNode else (),
@@ -428,7 +428,7 @@ def test_relu_on_a_tensor_makes_no_tensor_for_its_mask_unless_a_tape_records(mon
     """Speed ledger item 10: relu's mask 0 < x is a plain array on the tape and its where node is made directly
     (no eager_apply at all); its node, value and gradient are where(0 < x, x, 0)'s (nan -> 0, gradient 0 at 0),
     and a trace still sees the less."""
-    T = sys.modules['minigrad.tensor']     # (mg.tensor is the function)
+    T = sys.modules['minigrad.core.tensor']     # (mg.tensor is the function)
     ops, eager = [], T.eager_apply
     monkeypatch.setattr(T, 'eager_apply', lambda prim, args, params: ops.append(prim.name) or eager(prim, args, params))
     x = mg.tensor([-1.0, 0.0, float('nan'), 2.0], requires_grad=True)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.trace import TracedFunction
+from minigrad.transforms.trace import TracedFunction
 
 
 def f_mlp_factory():
@@ -46,7 +46,7 @@ def test_trace_is_printable_and_drawable(monkeypatch):
     text = str(t)
     assert text.splitlines()[0] == 'traced <lambda>(x: float32 (2,))'
     assert 'x = placeholder()  : float32 (2,)' in text and text.splitlines()[-1].startswith('return add')
-    monkeypatch.setattr(mg.core.hooks, 'display', lambda obj: {'text/plain': f'drawn {type(obj).__name__}'})
+    monkeypatch.setattr(mg.core.primitive.hooks, 'display', lambda obj: {'text/plain': f'drawn {type(obj).__name__}'})
     assert t._repr_mimebundle_() == {'text/plain': 'drawn TracedFunction'}
 
 
@@ -91,7 +91,7 @@ def test_tape_trace_freezes_python_branches():
     np.testing.assert_allclose(t(-np.ones(3)), [-2.0] * 3)       # the trap: eager f gives -3
     np.testing.assert_allclose(f(mg.tensor(-np.ones(3))).numpy(), [-3.0] * 3)
     # the tape also recorded the comparison, but the output no longer depends on it
-    from minigrad.interpreter import needed_nodes
+    from minigrad.core.interpreter import needed_nodes
     assert [n.op for n in needed_nodes(t.graph, t.outputs)] == ['placeholder', 'constant', 'mul']
     assert 'cond' not in [n.op for n in t.graph.nodes]
 
@@ -147,7 +147,7 @@ def test_jit_caches_per_signature():
 
 def test_jit_run_adapter_uses_interpreter_without_program():
     import importlib
-    trace_mod = importlib.import_module('minigrad.trace')
+    trace_mod = importlib.import_module('minigrad.transforms.trace')
     t = trace_mod.trace(lambda x: x + 1.0, np.zeros(2))
     assert t.program is None
     np.testing.assert_allclose(trace_mod._run(t, [np.ones(2)])[0], [2.0, 2.0])

@@ -223,7 +223,7 @@ def _relu_chain(n, layers=10):
 
 
 def test_the_tape_keeps_stand_ins_for_big_inputs_its_vjps_read_only_the_shape_of():
-    from minigrad.tensor import is_stand_in
+    from minigrad.core.tensor import is_stand_in
     y, _ = _relu_chain(128, 1)                      # 64 KiB of float32: the memory rule applies
     where_node = y.grad_fn
     add_node = where_node.parents[1]

@@ -14,8 +14,8 @@ from hypothesis.extra import numpy as hnp
 
 import minigrad as mg
 from minigrad.core import PRIMITIVES, OPS, register_primitive, elementwise_rule
-from minigrad.batching import BatchError
-from minigrad.func import GradError
+from minigrad.transforms.batching import BatchError
+from minigrad.transforms.func import GradError
 
 import test_differential as net
 
@@ -52,7 +52,7 @@ def test_a_primitive_without_a_batching_rule_is_named_when_vmapped():
         assert cube(mg.tensor([2.0])).tolist() == [8.0]            # the op itself works
         with pytest.raises(BatchError, match="'cube_vmap_test' has no batching rule"):
             mg.vmap(lambda x: cube(x))(np.ones((3, 2), np.float32))
-        cube.batch = mg.batching.elementwise                     # a record field, as jvp is
+        cube.batch = mg.transforms.batching.elementwise                     # a record field, as jvp is
         close(mg.vmap(lambda x: cube(x))(np.full((3, 2), 2.0, np.float32)), np.full((3, 2), 8.0))
     finally:
         PRIMITIVES.pop('cube_vmap_test', None)
@@ -316,7 +316,7 @@ class VmapOps(net.MgOps):
     """The net's minigrad namespace; the while counter is a graph constant when the (batched) value is a Symbol."""
 
     def counter(self, like):
-        while isinstance(like, mg.batching.Batched):
+        while isinstance(like, mg.transforms.batching.Batched):
             like = like.val
         return super().counter(like)
 
@@ -422,7 +422,7 @@ def test_the_per_example_benchmark_variants_agree():
             close(v['torch_func']()[k].numpy(), w, 1e-5)
 
 
-@pytest.mark.parametrize('module', [mg.batching, mg.func])
+@pytest.mark.parametrize('module', [mg.transforms.batching, mg.func])
 def test_docstring_examples_run(module):
     res = doctest.testmod(module)
     assert res.attempted > 0 and res.failed == 0

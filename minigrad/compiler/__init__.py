@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 
-from ..errors import FeedError, GraphError
-from ..graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, without_gc, needed_nodes, one_graph
-from . import rules     # noqa: F401  (first: fills the compiler fields of the primitives' records)
+from ..core.errors import FeedError, GraphError
+from ..core.graph import Graph, Symbol, PLACEHOLDER, VARIABLE, ASSIGN, without_gc, needed_nodes, one_graph
+from . import rules  # noqa: F401  (first: fills the compiler fields of the primitives' records)
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse

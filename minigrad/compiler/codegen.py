@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from ..graph import ASSIGN
+from ..core.graph import ASSIGN
 from .ops import kernel_call
 
 

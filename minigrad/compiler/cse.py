@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, PLACEHOLDER, VARIABLE, ASSIGN, GROUP
+from ..core.graph import Graph, PLACEHOLDER, VARIABLE, ASSIGN, GROUP
 from .rewrite import rebuild, unchanged, copy_node
 
 UNIQUE = frozenset({PLACEHOLDER, VARIABLE, ASSIGN, GROUP})     # each one is its own value or effect

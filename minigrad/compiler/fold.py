@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Aval
-from ..graph import Graph, CONSTANT
+from ..core.primitive import Aval
+from ..core.graph import Graph, CONSTANT
 from .rewrite import rebuild, unchanged, const_value
 
 FOLD_LIMIT = 4096          # folding never creates constants larger than this (elements), nor than its inputs

@@ -7,9 +7,9 @@ group's shape (the kernel's loop) and a float or bool dtype (numba's integer ari
 widens differently from numpy's). What stayed out, and why, is in the graph's notes."""
 from __future__ import annotations
 
-from .. import ops as P
-from ..core import Aval
-from ..graph import Graph, Symbol
+from ..core import ops as P
+from ..core.primitive import Aval
+from ..core.graph import Graph, Symbol
 from .ops import fma, fused
 from .kernels import why_not
 from .prune import prune_new

@@ -29,9 +29,9 @@ import time
 
 import numpy as np
 
-from ..names import Names
-from ..errors import MinigradError
-from ..graph import PLACEHOLDER
+from ..core.names import Names
+from ..core.errors import MinigradError
+from ..core.graph import PLACEHOLDER
 from .codegen import comment_safe
 
 try:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Aval, normalize_axes
-from ..errors import MinigradError
-from ..graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
+from ..core.primitive import Aval, normalize_axes
+from ..core.errors import MinigradError
+from ..core.graph import Graph, PLACEHOLDER, CONSTANT, VARIABLE, ASSIGN, where_text
 from .kernels import ROW_SUM, build_kernel, why_not
 from .ops import kernel_call, fused
 from .rules import ANY_ORDER

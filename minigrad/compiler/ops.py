@@ -7,10 +7,10 @@ import functools
 
 import numpy as np
 
-from .. import ops as P
-from ..core import Aval, register_primitive, elementwise_rule
-from ..graph import Graph
-from ..interpreter import run_graph
+from ..core import ops as P
+from ..core.primitive import Aval, register_primitive, elementwise_rule
+from ..core.graph import Graph
+from ..core.interpreter import run_graph
 from .rewrite import uniform, stand_in
 
 

@@ -6,8 +6,8 @@ each one (``program.history``) and what each pass declined to do (``program.stat
 """
 from __future__ import annotations
 
-from ..errors import GraphError
-from ..graph import Graph
+from ..core.errors import GraphError
+from ..core.graph import Graph
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse

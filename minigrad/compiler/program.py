@@ -9,9 +9,9 @@ import threading
 
 import numpy as np
 
-from ..core import fmt_shape, hooks, refuse_pickle
-from ..errors import FeedError, MinigradError, ShapeError
-from ..graph import shapes_compatible, feed_array
+from ..core.primitive import fmt_shape, hooks, refuse_pickle
+from ..core.errors import FeedError, MinigradError, ShapeError
+from ..core.graph import shapes_compatible, feed_array
 from .approx import APPROX
 from .codegen import generate, updates_in_place
 from .lower import flatten, build_kernels

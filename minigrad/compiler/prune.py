@@ -1,7 +1,7 @@
 """Pass: dead code elimination."""
 from __future__ import annotations
 
-from ..graph import Graph, needed_nodes
+from ..core.graph import Graph, needed_nodes
 from .rewrite import rebuild, unchanged
 
 

@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from .. import ops as P
-from ..core import Aval
-from ..errors import GraphError, ShapeError
-from ..graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, PLACEHOLDER, where_text
+from ..core import ops as P
+from ..core.primitive import Aval
+from ..core.errors import GraphError, ShapeError
+from ..core.graph import Graph, Symbol, SOURCES, STATEFUL, CONSTANT, PLACEHOLDER, where_text
 
 
 def _fill_unknown_dims(recorded, rule):

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops as P
-from ..graph import GROUP
+from ..core import ops as P
+from ..core.graph import GROUP
 from . import approx
 from .rewrite import known
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops as P
-from ..graph import Graph
+from ..core import ops as P
+from ..core.graph import Graph
 from .cse import cse
 from .fold import fold_constants, FOLD_LIMIT
 from .ops import SIMPLIFY_OPS

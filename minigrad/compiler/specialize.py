@@ -5,7 +5,7 @@ same-shape reshapes/broadcasts disappear (they change nothing when running), and
 whose contracted dim is 1 becomes a broadcast multiply (an outer product)."""
 from __future__ import annotations
 
-from ..graph import Graph
+from ..core.graph import Graph
 from .rewrite import rewrite_pass, unchanged, Builder
 
 

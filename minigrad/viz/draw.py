@@ -26,13 +26,13 @@ import threading
 
 import numpy as np
 
-from ..core import OPS, fmt_shape, hooks
-from ..names import Names
-from ..validate import check_int
-from ..errors import MinigradError, InputError
-from ..graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
-from ..nn import Parameter
-from ..tensor import Tape, TapeNode, Tensor, _tape_order, is_stand_in
+from ..core.primitive import OPS, fmt_shape, hooks
+from ..core.names import Names
+from ..core.validate import check_int
+from ..core.errors import MinigradError, InputError
+from ..core.graph import CONSTANT, Graph, PLACEHOLDER, SOURCES, Symbol, needed_nodes, where_text
+from ..nn.modules import Parameter
+from ..core.tensor import Tape, TapeNode, Tensor, _tape_order, is_stand_in
 from .vizjs import load_renderer, render as _vizjs_svg  # noqa: F401 (load_renderer: minigrad.viz.load_renderer)
 
 ROLE_STYLE = {   # role -> graphviz attributes of a data vertex

@@ -17,8 +17,8 @@ import html
 import re
 import xml.etree.ElementTree as ET
 
-from ..errors import MinigradError
-from ..tensor import Tape, Tensor
+from ..core.errors import MinigradError
+from ..core.tensor import Tape, Tensor
 from .draw import BWD, HL, Drawing, from_tape, from_tensor, preview, render_svg, to_digraph
 
 try:

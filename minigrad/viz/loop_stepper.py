@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..control import WHILE, WHILE_GRAD
-from ..errors import MinigradError
-from ..graph import PLACEHOLDER, CONSTANT
-from ..interpreter import evaluate, run_graph
+from ..core.control import WHILE, WHILE_GRAD
+from ..core.errors import MinigradError
+from ..core.graph import PLACEHOLDER, CONSTANT
+from ..core.interpreter import evaluate, run_graph
 from .draw import Drawing, preview
 from .frames import Frame, Layout, Player
 

@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from ..errors import MinigradError, InputError
+from ..core.errors import MinigradError, InputError
 
 
 # ------------------------------------------------------------------ memory

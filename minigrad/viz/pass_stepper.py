@@ -3,8 +3,8 @@
 """
 from __future__ import annotations
 
-from ..errors import MinigradError, InputError
-from ..graph import Node
+from ..core.errors import MinigradError, InputError
+from ..core.graph import Node
 from .draw import Drawing, from_graph
 from .frames import Frame, Layout, Player
 

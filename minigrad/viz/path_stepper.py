@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MinigradError, InputError
-from ..tensor import Tape, Tensor, no_grad
+from ..core.errors import MinigradError, InputError
+from ..core.tensor import Tape, Tensor, no_grad
 from .frames import Frame, Layout, Player, from_tape_or_tensor, vertex_name
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..graph import PLACEHOLDER, VARIABLE, Graph, Symbol
-from ..interpreter import evaluate, needed_nodes
-from ..tensor import no_grad
+from ..core.errors import InputError
+from ..core.graph import PLACEHOLDER, VARIABLE, Graph, Symbol
+from ..core.interpreter import evaluate, needed_nodes
+from ..core.tensor import no_grad
 from .draw import Drawing, esc, from_graph, preview
 from .frames import Frame, Layout, Player, from_tape_or_tensor, vertex_name
 

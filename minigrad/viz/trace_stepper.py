@@ -2,8 +2,8 @@
 """
 from __future__ import annotations
 
-from ..graph import PLACEHOLDER, VARIABLE, CONSTANT
-from ..interpreter import needed_nodes
+from ..core.graph import PLACEHOLDER, VARIABLE, CONSTANT
+from ..core.interpreter import needed_nodes
 from .draw import from_graph, as_graph, shape_text
 from .frames import Frame, Layout, Player
 

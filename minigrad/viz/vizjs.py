@@ -10,7 +10,7 @@ import importlib.resources
 import importlib.util
 import sys
 
-from ..errors import MinigradError
+from ..core.errors import MinigradError
 
 # In Pyodide (the JupyterLite build of the course) there is no `dot` and no pygraphviz: drawings go through
 # @viz-js/viz, Graphviz compiled to WebAssembly. It runs in the kernel's own Web Worker, next to Python, so

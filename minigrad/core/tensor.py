@@ -47,10 +47,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import core, dtypes, inplace, ops as P, validate
-from .autodiff import next_seq, reverse_sweep, state     # grad mode lives there: graph building reads it too
+from . import primitive as core, dtypes, inplace, ops as P, validate
+from .autodiff import next_seq, reverse_sweep, state  # grad mode lives there: graph building reads it too
 from .conversions import ConversionsMixin
-from .core import describe, shape_error, DEFAULT_FLOAT
+from .primitive import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, GraphError, InputError, MinigradError, ShapeError
 from .functional import OpsMixin
 from .inplace import InPlaceMixin
@@ -453,7 +453,7 @@ def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
     does not depend on x. ``create_graph=True`` records the sweep, so the result is differentiable again.
 
     >>> import minigrad as mg
-    >>> from minigrad.tensor import grad
+    >>> from minigrad.core.tensor import grad
     >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
     >>> grad((x * x).sum(), x).tolist()
     [2.0, 4.0]

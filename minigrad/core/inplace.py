@@ -15,7 +15,7 @@ import numpy as np
 
 from . import ops as P
 from .autodiff import next_seq, state
-from .core import describe
+from .primitive import describe
 from .errors import BackwardError, ShapeError
 from .functional import subtract
 

@@ -13,17 +13,17 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import core
-from .core import fmt_shape
-from .errors import TraceError, MinigradError, InputError
-from .graph import Graph, Symbol, placeholder, user_line, PLACEHOLDER, VARIABLE, CONSTANT
-from .session import _unflatten
-from .tensor import Tensor, Rebinds
-from .compiler import compile as compile_graph
-from .compiler.rewrite import copy_node, extract, stand_in
-from .interpreter import evaluate
-from .trace import (Callee, Captures, arg_names, as_array, call_outputs, copy_aliases, needs_call_node, outputs_of,
-                    value_of)
+from ..core import primitive as core
+from ..core.primitive import fmt_shape
+from ..core.errors import TraceError, MinigradError, InputError
+from ..core.graph import Graph, Symbol, placeholder, user_line, PLACEHOLDER, VARIABLE, CONSTANT
+from ..session import _unflatten
+from ..core.tensor import Tensor, Rebinds
+from ..compiler import compile as compile_graph
+from ..compiler.rewrite import copy_node, extract, stand_in
+from ..core.interpreter import evaluate
+from .trace import (Callee, Captures, arg_names, as_array, call_outputs, copy_aliases, needs_call_node,
+                    outputs_of, value_of)
 
 
 def _user_line() -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .creation import rng
+from ..core.creation import rng
 
 
 def make_moons(n_samples=200, noise=0.1, dtype=np.float32):

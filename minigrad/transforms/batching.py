@@ -15,11 +15,11 @@ import threading
 
 import numpy as np
 
-from . import core, ops as P
-from .control import COND, replay, while_loop
-from .core import Aval, aval_of, describe, fmt_shape, normalize_axes
-from .errors import MinigradError
-from .functional import OpsMixin
+from ..core import primitive as core, ops as P
+from ..core.control import COND, replay, while_loop
+from ..core.primitive import Aval, aval_of, describe, fmt_shape, normalize_axes
+from ..core.errors import MinigradError
+from ..core.functional import OpsMixin
 from .forward import _levels
 
 
@@ -216,7 +216,7 @@ def batch_apply(prim, args, params):
     vals = [a.val if d else a for a, d in zip(args, dims)]
     if prim.batch is None:
         raise BatchError(f"vmap: primitive '{prim.name}' has no batching rule; give its record batch=... "
-                         f'(elementwise ops can use minigrad.batching.elementwise)')
+                         f'(elementwise ops can use minigrad.transforms.batching.elementwise)')
     if prim.multiple_results:       # graph nodes (cond): their rule runs their sub-graphs on the batched values
         return prim.batch(prim, args, **params)
     # the example shapes first: a shape error names the op and the shapes the function sees

@@ -13,11 +13,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import functional as F, ops as P
-from .control import cond, while_loop
-from .errors import InputError, MinigradError
-from .graph import Graph, Symbol, Variable_, constant, placeholder, CONSTANT
-from .onnx_export import LOWERINGS, load_onnx
+from ..core import functional as F, ops as P
+from ..core.control import cond, while_loop
+from ..core.errors import InputError, MinigradError
+from ..core.graph import Graph, Symbol, Variable_, constant, placeholder, CONSTANT
+from .exporter import LOWERINGS, load_onnx
 
 
 class _Shape(namedtuple('_Shape', 'ref pad mask')):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from .core import DEFAULT_FLOAT
+from .primitive import DEFAULT_FLOAT
 from .errors import InputError
 from .tensor import Tensor, tensor
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import fmt_shape
+from .primitive import fmt_shape
 from .errors import FeedError, MinigradError, ShapeError
-from .graph import Graph, Symbol, Node, needed_nodes, where_text, PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN  # noqa: F401
+from .graph import (Graph, Symbol, Node, needed_nodes, where_text, PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN)  # noqa: F401
 
 
 def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:

@@ -12,12 +12,12 @@ import threading
 
 import numpy as np
 
-from . import core, ops as P
-from .core import aval_of, describe, fmt_shape
-from .errors import ForwardError, ShapeError
-from .functional import OpsMixin, reshape, stack
-from .graph import Symbol, gradients, zeros_like as graph_zeros_like
-from .tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
+from ..core import primitive as core, ops as P
+from ..core.primitive import aval_of, describe, fmt_shape
+from ..core.errors import ForwardError, ShapeError
+from ..core.functional import OpsMixin, reshape, stack
+from ..core.graph import Symbol, gradients, zeros_like as graph_zeros_like
+from ..core.tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
 
 
 class Dual(OpsMixin):

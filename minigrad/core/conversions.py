@@ -8,7 +8,7 @@ import html
 
 import numpy as np
 
-from .core import describe, hooks, DEFAULT_FLOAT
+from .primitive import describe, hooks, DEFAULT_FLOAT
 from .errors import InputError, MinigradError
 
 

@@ -4,7 +4,7 @@ Use these in notebooks to check a gradient you derived by hand, or a primitive
 you registered yourself:
 
 >>> import numpy as np, minigrad as mg
->>> from minigrad.testing import gradcheck
+>>> from minigrad.course.testing import gradcheck
 >>> gradcheck(lambda x: (x * x).sum(), np.array([1.0, 2.0]))
 True
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import hooks
-from .compiler import compile as compile_program
-from .graph import Graph, constant, gradients, placeholder
-from .session import Session
-from .tensor import Tensor, no_grad
+from ..core.primitive import hooks
+from ..compiler import compile as compile_program
+from ..core.graph import Graph, constant, gradients, placeholder
+from ..session import Session
+from ..core.tensor import Tensor, no_grad
 
 __all__ = ['numerical_grad', 'gradcheck', 'assert_modes_agree']
 

@@ -18,18 +18,18 @@ import inspect
 
 import numpy as np
 
-from . import core
-from .core import OPS, fmt_shape, register_primitive
-from .core import Aval
-from .errors import TraceError, InputError
-from .graph import Graph, Symbol, Variable, placeholder, gradients
-from .session import check_feeds, _flatten, _unflatten
-from .tensor import Tensor, Tape, tensor, is_grad_enabled, enable_grad
-from .autodiff import state
+from ..core import primitive as core
+from ..core.primitive import OPS, fmt_shape, register_primitive
+from ..core.primitive import Aval
+from ..core.errors import TraceError, InputError
+from ..core.graph import Graph, Symbol, Variable, placeholder, gradients
+from ..session import check_feeds, _flatten, _unflatten
+from ..core.tensor import Tensor, Tape, tensor, is_grad_enabled, enable_grad
+from ..core.autodiff import state
 from .forward import Dual, push
-from .control import replay
-from .compiler import compile as compile_graph
-from .interpreter import evaluate
+from ..core.control import replay
+from ..compiler import compile as compile_graph
+from ..core.interpreter import evaluate
 
 
 def as_array(x) -> np.ndarray:

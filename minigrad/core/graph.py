@@ -20,8 +20,8 @@ import numpy as np
 
 from . import validate
 from . import dtypes
-from . import core, ops as P
-from .core import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
+from . import primitive as core, ops as P
+from .primitive import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
 from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError, FeedError
 from .functional import OpsMixin
 from .names import Names

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import core
+from ..core import primitive as core
 from .batching import Batched, current_vmap, flatten, scope, vmap
-from .control import replay
-from .core import aval_of, describe
-from .errors import MinigradError
-from . import ops as P
+from ..core.control import replay
+from ..core.primitive import aval_of, describe
+from ..core.errors import MinigradError
+from ..core import ops as P
 from .forward import Dual, push, _one_input, _one_output
-from .functional import reshape
-from .graph import Graph, Symbol, constant, get_default_graph, gradients, placeholder
-from .tensor import Tensor
+from ..core.functional import reshape
+from ..core.graph import Graph, Symbol, constant, get_default_graph, gradients, placeholder
+from ..core.tensor import Tensor
 
 
 class GradError(MinigradError):

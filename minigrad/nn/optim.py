@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError, ShapeError
-from .tensor import Tensor, no_grad
+from ..core.errors import InputError, ShapeError
+from ..core.tensor import Tensor, no_grad
 
 
 def _number(who, what, v, high=None):

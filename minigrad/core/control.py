@@ -29,13 +29,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from . import core
-from .core import Aval, register_primitive, fmt_shape, describe
+from . import primitive as core
+from .primitive import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, InputError, MinigradError
 from .graph import (Graph, Symbol, constant, get_default_graph, gradients, placeholder, zeros_like, CONSTANT,
                     SOURCES, STATEFUL, needed_nodes)
 from .interpreter import run_graph
-from .forward import push, untaped
+from ..transforms.forward import push, untaped
 from . import ops as P
 
 DEFAULT_MAX_ITERATIONS = 100_000     # max_iterations=None: a runaway loop becomes an error, not a hang

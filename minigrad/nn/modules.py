@@ -13,16 +13,16 @@ import time
 
 import numpy as np
 
-from . import functional as F
-from .core import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, apply
-from .validate import value_array, check_int
-from .errors import InputError, MinigradError, ShapeError
-from .graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
-from .tensor import Tensor, Rebinds, tensor, no_grad
-from .creation import rng
+from ..core import functional as F
+from ..core.primitive import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, apply
+from ..core.validate import value_array, check_int
+from ..core.errors import InputError, MinigradError, ShapeError
+from ..core.graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
+from ..core.tensor import Tensor, Rebinds, tensor, no_grad
+from ..core.creation import rng
 from . import optim
-from .compiler import compile as compile_
-from .control import cond
+from ..compiler import compile as compile_
+from ..core.control import cond
 
 
 class Parameter(Tensor):

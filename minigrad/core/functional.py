@@ -10,7 +10,8 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .core import apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, describe, DEFAULT_FLOAT
+from .primitive import (apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, describe,
+                        DEFAULT_FLOAT)
 from .validate import value_array, check_shape, check_dtype, check_flag
 from .dtypes import result_dtype
 from .errors import GraphError, ShapeError, InputError

@@ -51,7 +51,7 @@ class Primitive:
     ``match`` (the compiler: compiler/rules.py says what each means), ``onnx`` (export), ``batch``
     (vmap: batching.py).
 
-    >>> from minigrad.ops import mul
+    >>> from minigrad.core.ops import mul
     >>> mul.name, mul.kind, mul.elementwise, mul.saves_out
     ('mul', 'primitive', True, False)
     """

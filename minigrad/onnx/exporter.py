@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops as P
-from .compiler import ops as C
-from .compiler.program import Program
-from .core import apply
-from .names import Names
-from .control import COND, WHILE
-from .errors import MinigradError
-from .graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT, VARIABLE,
-                    PLACEHOLDER)
-from .trace import TracedFunction, trace
+from ..core import ops as P
+from ..compiler import ops as C
+from ..compiler.program import Program
+from ..core.primitive import apply
+from ..core.names import Names
+from ..core.control import COND, WHILE
+from ..core.errors import MinigradError
+from ..core.graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT,
+                          VARIABLE, PLACEHOLDER)
+from ..transforms.trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
 

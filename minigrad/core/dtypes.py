@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from .core import Aval, aval_of, elementwise_rule, bool_, int64, float64
+from .primitive import Aval, aval_of, elementwise_rule, bool_, int64, float64
 from .errors import InputError
 
 

@@ -29,8 +29,8 @@ import operator
 
 import numpy as np
 
-from .core import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, aval_of, bool_, normalize_axes, hooks,
-                   register_primitive)
+from .primitive import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, aval_of, bool_,
+                        normalize_axes, hooks, register_primitive)
 from .validate import check_dtype
 from .dtypes import result_dtype, NEP50
 from .errors import InputError, ShapeError

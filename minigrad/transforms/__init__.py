@@ -1,0 +1,6 @@
+"""Transformations of functions, built on the core's value kinds and graphs.
+
+forward.py (forward mode: Duals, mg.jvp), batching.py (mg.vmap: Batched values), func.py (mg.grad,
+value_and_grad, hessian, functional_call), trace.py (mg.trace: symbolic tracing and a tape turned into a
+graph), jit.py (mg.jit: guards, graph breaks, the call node, the cache).
+"""
