@@ -57,3 +57,6 @@ from .transforms import func
 from .transforms.func import grad, value_and_grad, hessian, functional_call, GradError
 from .onnx.exporter import export_onnx, to_onnx
 from .onnx.importer import import_onnx
+
+from . import fast                  # the speed shortcuts over the plain core (fast.py's ledger)
+fast.from_environment()             # MINIGRAD_PLAIN=1: none of them

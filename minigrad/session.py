@@ -8,10 +8,12 @@ import numpy as np
 
 from .core.primitive import fmt_shape, describe, refuse_pickle
 from .core.errors import FeedError, GraphError, InputError
-from .core.graph import (Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible, feed_array,
+from .core.graph import (Graph, Symbol, get_default_graph, needed_nodes, shapes_compatible,
                          PLACEHOLDER, VARIABLE)
 from .core.interpreter import missing_feed_error
 from .compiler import compile as compile_program
+from .pytree import flatten, unflatten
+from .compiler.program import feed_array
 
 
 class Session:
@@ -60,8 +62,7 @@ class Session:
         in the same structure. Only the nodes the fetches need are run."""
         if self._closed:
             raise GraphError('this Session is closed; open a new one with mg.Session(graph)')
-        flat: list[Symbol] = []
-        template = _flatten(fetches, flat)
+        flat, tree = flatten(fetches)
         for f in flat:
             if not isinstance(f, Symbol):
                 raise FeedError(f'Session.run: cannot fetch {describe(f)}; fetches must be Symbols of the graph '
@@ -72,7 +73,7 @@ class Session:
         feeds = check_feeds(self.graph, {} if feed_dict is None else feed_dict)
         with self._lock:
             values = self._execute(flat, feeds)
-        return _unflatten(template, iter(values))
+        return unflatten(tree, values)
 
     def _execute(self, fetches, feeds):
         """Run the compiled Program for this (fetch set, feed signature), compiling it on first use.
@@ -137,21 +138,3 @@ def check_feeds(graph: Graph, feed_dict) -> dict:
         feeds[id(k)] = arr
     return feeds
 
-
-def _flatten(x, out):
-    if isinstance(x, (list, tuple)):
-        return type(x), [_flatten(i, out) for i in x]
-    if isinstance(x, dict):
-        return dict, {k: _flatten(v, out) for k, v in x.items()}
-    out.append(x)
-    return None
-
-
-def _unflatten(t, it):
-    if t is None:
-        return next(it)
-    kind, sub = t
-    if kind is dict:
-        return {k: _unflatten(v, it) for k, v in sub.items()}
-    items = [_unflatten(s, it) for s in sub]
-    return items if kind is list else kind(items) if kind is tuple else kind(*items)

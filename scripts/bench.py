@@ -453,12 +453,17 @@ def main(argv=None):
     ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
     ap.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     ap.add_argument('--tape', action='store_true', help='only the chain and MLP cases (the tape vs torch eager)')
+    ap.add_argument('--ledger', action='store_true',
+                    help="each fast-layer item's gain: the tape cases with every item, with all but that item, "
+                         "and with none (minigrad/fast.py's ledger)")
     ap.add_argument('--runs', type=int, default=1, metavar='N',
                     help="run it N times, each in a process of its own, and judge each target by the median of "
                          "its N values (issue 37's protocol: --runs 3)")
     opts = ap.parse_args(argv)
     cpu = pin_one_cpu()
     print(f'pinned to CPU {cpu}' if cpu is not None else 'not pinned (no os.sched_setaffinity here)')
+    if opts.ledger:
+        return ledger_gains(opts.quick)
     if opts.runs > 1:
         return _median_of_runs(opts)
     rng = np.random.default_rng(0)
@@ -582,6 +587,49 @@ def _bench_per_example(quick, rng, repeats, min_time, rows, target):
            '<= 0.1')
     if 'torch_func' in t:
         target(f'per-example batch {batch}: compiled / torch.func vmap(grad)', t[best] / t['torch_func'], '<= 2')
+
+
+def ledger_gains(quick=False, repeats=None):
+    """Time the tape's cases (the chain, the MLP step) with every fast-layer item installed, with each item
+    left out in turn, and with none, interleaved (round-robin blocks of calls, medians); print each item's
+    gain as time without it / time with all. An item whose gain is about 1.00 everywhere no longer pays."""
+    fast = mg.fast
+    rng, items = np.random.default_rng(0), list(fast.ITEMS)
+    repeats = repeats or (3 if quick else 9)
+    cases = {f'chain {n}x{n}': chain_all(n, rng)['tape'] for n in ([4, 64] if quick else [4, 64, 256])}
+    for batch in (1, 64):
+        cases[f'MLP step, batch {batch}'] = mlp_case(batch, rng)['tape']
+    configs = {'all': items, **{f'without {i}': [j for j in items if j != i] for i in items}, 'none (plain)': []}
+    was = fast.installed()
+    result = {}
+    try:
+        for case, f in cases.items():
+            f()
+            t0, n = time.perf_counter(), 0
+            while time.perf_counter() - t0 < (0.005 if quick else 0.05):
+                f()
+                n += 1
+            times = {c: [] for c in configs}
+            for _ in range(repeats):
+                for c, on in configs.items():
+                    fast.uninstall()
+                    fast.install(on)
+                    f()
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        f()
+                    times[c].append((time.perf_counter() - t0) / n)
+            result[case] = {c: statistics.median(v) for c, v in times.items()}
+    finally:
+        fast.uninstall()
+        fast.install(was)
+    print('| time / time with every item | ' + ' | '.join(cases) + ' |')
+    print('|---|' + '---|' * len(cases))
+    for c in configs:
+        if c != 'all':
+            print(f'| {c} | ' + ' | '.join(f'{result[k][c] / result[k]["all"]:.2f}' for k in cases) + ' |')
+    print('| (every item: us per step) | ' + ' | '.join(f'{result[k]["all"] * 1e6:.0f}' for k in cases) + ' |')
+    return result
 
 
 def meets(value, goal: str) -> bool:

@@ -346,7 +346,7 @@ def test_a_pass_that_merges_inputs_is_a_graph_error():
 @pytest.mark.parametrize('value', [np.array([1.5, 2.0]), np.array([1, 2]), np.array([True, False]),
                                    np.array([1, 2], np.int8), [1.0, 2.0], mg.tensor([1, 2])])
 def test_session_and_program_take_feeds_by_one_rule(dtype, value):
-    # graph.feed_array is the rule (casts within a kind, or ints/bools into floats): Session.run's
+    # compiler.program.feed_array is the rule (casts within a kind, or ints/bools into floats): Session.run's
     # feed_dict and a Program's inputs must accept and refuse the same values, and give the same arrays.
     g = mg.Graph()
     with g.as_default():

@@ -316,9 +316,9 @@ COVERS = {'relu', 'sigmoid', 'abs', 'sqrt', 'exp', 'log', 'sin', 'cos', 'tanh', 
 
 
 def test_composite_cases_cover_every_public_function():
-    """A new public function of mg.functional needs a case in COMPOSITES (so its export is tested)."""
+    """A new public function of mg.core.functional needs a case in COMPOSITES (so its export is tested)."""
     import inspect
-    public = {n for n, f in vars(mg.functional).items() if inspect.isfunction(f) and not n.startswith('_')
+    public = {n for n, f in vars(mg.core.functional).items() if inspect.isfunction(f) and not n.startswith('_')
               and f.__module__ == 'minigrad.core.functional'}
     assert public - COVERS == set()
 

@@ -108,12 +108,12 @@ def test_state_is_declared():
     with g.as_default():
         v = mg.Variable(1.0, name='v')
     assert type(v) is mg.Variable and isinstance(v, mg.Symbol)
-    assert '__class__' not in (PKG / 'graph.py').read_text().replace('.__class__ is', '')
+    assert '__class__' not in (PKG / 'core' / 'graph.py').read_text().replace('.__class__ is', '')
 
 
 def test_one_graph_walk():
     """needed_nodes (interpreter, Session, compiler, viz) uses core.topo_order. The tape's backward walks its
-    nodes in one function of its own (tensor._tape_order, speed ledger item 12), which test_tape checks gives
+    nodes in one function of its own (tensor._tape_order; fast.py walks it in place), which test_tape checks gives
     core.topo_order's order."""
     src = {p.name: p.read_text() for p in PKG.rglob('*.py')}
     assert src['graph.py'].count('core.topo_order(') == 1 and src['tensor.py'].count('def _tape_order(') == 1

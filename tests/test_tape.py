@@ -401,7 +401,7 @@ def test_docstring_examples_run():
 
 
 def test_the_tapes_own_walk_gives_core_topo_orders_order():
-    """Speed ledger item 12: backward's walk of the tape (tensor._tape_order, no callbacks) gives what
+    """The fast layer's tape_walk item (tensor._tape_order, no callbacks) gives what
     core.topo_order gives: every reachable node, consumers first, and the leaves in the order first reached."""
     T = sys.modules['minigrad.core.tensor']     # (mg.tensor is the function)
 
@@ -425,9 +425,19 @@ def test_the_tapes_own_walk_gives_core_topo_orders_order():
 
 
 def test_relu_on_a_tensor_makes_no_tensor_for_its_mask_unless_a_tape_records(monkeypatch):
-    """Speed ledger item 10: relu's mask 0 < x is a plain array on the tape and its where node is made directly
-    (no eager_apply at all); its node, value and gradient are where(0 < x, x, 0)'s (nan -> 0, gradient 0 at 0),
-    and a trace still sees the less."""
+    """The fast layer's relu item: relu's mask 0 < x is a plain array on the tape and its where node is made
+    directly (no eager_apply at all); its node, value and gradient are where(0 < x, x, 0)'s (nan -> 0, gradient
+    0 at 0), and a trace still sees the less."""
+    was = mg.fast.installed()
+    mg.fast.install(['relu'])
+    try:
+        _relu_checks(monkeypatch)
+    finally:
+        if 'relu' not in was:
+            mg.fast.uninstall(['relu'])
+
+
+def _relu_checks(monkeypatch):
     T = sys.modules['minigrad.core.tensor']     # (mg.tensor is the function)
     ops, eager = [], T.eager_apply
     monkeypatch.setattr(T, 'eager_apply', lambda prim, args, params: ops.append(prim.name) or eager(prim, args, params))

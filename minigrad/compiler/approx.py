@@ -226,6 +226,7 @@ def pasted(fn: str, arg: str, prefix: str) -> tuple[list, str]:
     >>> pasted('exp_f32', 'x0', 't3')[1]
     't3_out'
     """
+    # speed: pasted single-assignment lines with selects, not a call of a helper function (cold compile)
     lines, out = _template(fn)
     fill = [(_PREFIX, prefix), (_ARG, arg)]
     return [_fill(line, fill) for line in lines], _fill(out, fill)
@@ -244,6 +245,7 @@ def _fill(text, pairs):
 def _template(fn: str) -> tuple[tuple, str]:
     """pasted(fn, _ARG, _PREFIX), built once per approximation: reading and rewriting its source took 4 ms a
     kernel (16 s for the 4,000 kernels of an 8,000-op chain)."""
+    # speed: built once per approximation (lru_cache) and filled in per kernel, not rewritten per kernel
     prefix, arg = _PREFIX, _ARG
     tree = ast.parse(inspect.getsource(globals()[fn])).body[0]
     version, lines, n = {tree.args.args[0].arg: 0}, [f'{prefix}_{tree.args.args[0].arg}0 = {arg}'], [0]
@@ -285,6 +287,7 @@ def _template(fn: str) -> tuple[tuple, str]:
 def call(name: str, dtype, arg: str, ctx) -> str:
     """A kernel rule's expression: the approximation of `name` for `dtype` applied to `arg`, its
     statements pasted into the loop (``ctx.lines``; recorded in ``ctx.approx``). Not float32: float64."""
+    # speed: a vectorisable approximation in the loop, not numba's call of libm (which keeps the loop scalar)
     fn = f'{name}_f32' if np.dtype(dtype) == np.float32 else f'{name}_f64'
     ctx.approx.add(fn)
     lines, out = pasted(fn, arg, ctx.fresh())

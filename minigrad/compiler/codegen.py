@@ -34,6 +34,7 @@ def _literal(v) -> bool:
 # A driver with more buffers reads them as B[i] instead of binding each to a closure variable b<i>: CPython's
 # compile time grows quadratically in a function's closure variables (the 20,000-op chain's 9,985 buffers:
 # 0.69 s to compile its driver, 0.11 s indexed), while an index costs a few nanoseconds per use.
+# speed: past this many buffers the driver indexes B, for Python's compile time
 MANY_BUFFERS = 1024
 
 
@@ -53,6 +54,7 @@ class Codegen:
     # -- what emit rules use
     def fn(self, name: str) -> str:
         """A numpy function, bound once as a local: fn('add.reduce') -> 'np_add_reduce'."""
+        # speed: a closure variable per numpy function, not np.<name> looked up at every call
         return self.fns.setdefault(name, 'np_' + name.replace('.', '_'))
 
     def const(self, obj) -> str:
@@ -90,6 +92,7 @@ class Codegen:
         """A Variable a kernel updates keeps a spare array, its value two calls ago, which the next update writes
         into when the program alone holds it (getrefcount; ONLY: what it reports for an object one list holds):
         a training step then allocates nothing, and an array the caller kept is never written."""
+        # speed: a Variable's update written into its spare array, not a new one, when nothing else holds it
         if self.into_state:
             n = 1 + max(int(v[1:]) for v in self.into_state.values())
             self.head += [f'P, M = [None] * {n}, [None] * {n}  # per Variable: the spare, the array last committed',
@@ -176,7 +179,8 @@ class Codegen:
         """A result with a planned buffer is computed into o_k: that buffer, or with out= the caller's array.
         A buffer the last call handed to its caller (None) is replaced first: allocated as the call starts,
         a fresh array reuses the memory the caller has freed by then (made as the last call ended, while
-        the caller still held its results, it came new from the system: a page fault per 4 KiB, issue 37)."""
+        the caller still held its results, it came new from the system: a page fault per 4 KiB)."""
+        # speed: a handed buffer replaced as the next call starts (memory the caller freed), not as one ends
         handed = {v.buf: v for v in outputs if v.kind == 'temp' and v.buf is not None}
         self.body += [f"if {self.buf(b)} is None: {self.buf(b)} = {self.fn('empty')}({v.shape!r}, "
                       f"{self.dtype(v.dtype)})  # handed to the last caller" for b, v in sorted(handed.items())]
@@ -189,6 +193,7 @@ class Codegen:
         """Every returned value gets its own name, written before the return: the caller owns it.
         Trap: a buffer handed to the caller is dropped (None; the next call makes a fresh one), so a duplicate
         or alias of the same value must copy the handed array (r_k), never the buffer name rebound after it."""
+        # speed: a result's planned buffer handed to the caller as it is, not copied into a fresh array
         copy, direct = self.fn('copyto'), {self.names[id(v)] for v in outputs if v.kind == 'temp' and v.buf is not None}
         self.body.append('if O is not None:  # out=: the results not computed into O already')
         self.body += [f'    {copy}(O[{k}], {self.name(v)})' for k, v in enumerate(outputs)
@@ -231,6 +236,7 @@ class Codegen:
 def updates_in_place(steps, outputs) -> dict:
     """Variable updates a kernel can write straight into the Variable's new array
     (``v.assign(v - lr * g)``, no copy pass): the new value's ONLY reader is its one assign."""
+    # speed: a kernel writes the Variable's new array itself, not a buffer the assign then copies
     made = {id(o): k for k, st in enumerate(steps) for o in st.outs}
     returned = {id(v) for v in outputs}
     readers: dict = {}              # id(value) -> steps reading it, directly or through a view of it

@@ -39,7 +39,7 @@ def cse(graph: Graph) -> Graph:
     """
     seen: dict = {}
 
-    def key(node, ins):         # issue 37: most nodes have no params, and _key({}) is ()
+    def key(node, ins):         # speed: most nodes have no params, and _key({}) is (): no call for them
         return None if node.prim in UNIQUE else (node.op, tuple(map(id, ins)), _key(node.params) if node.params else ())
 
     def rw(node, ins, g):
@@ -50,7 +50,8 @@ def cse(graph: Graph) -> Graph:
             seen[k] = copy_node(g, node, ins)
         return seen[k]
     keys = set()
-    for k in (key(n, n.inputs) for n in graph.nodes):      # issue 37: up to the first repeat, not every node
+    # speed: keys computed up to the first repeated one (then the rebuild), not every node's key first
+    for k in (key(n, n.inputs) for n in graph.nodes):
         if k is not None and k in keys:
             return rebuild(graph, rw, sub_pass=cse)
         keys.add(k)

@@ -40,8 +40,9 @@ try:
     # A fused backward pass reads and writes dozens of arrays; LLVM then needs that many runtime
     # checks that no two overlap before it vectorises the loop, and by default gives up (the
     # loop runs 4x slower, scalar). A process-wide LLVM setting: it only lets the vectoriser try.
-    for _opt in ('-runtime-memory-check-threshold=4096', '-vectorize-memory-check-threshold=4096'):
-        llvmlite.binding.set_option('minigrad', _opt)
+    # speed: LLVM's limits on runtime overlap checks raised, so loops over many arrays still vectorise
+    for _memory_check in ('-runtime-memory-check-threshold=4096', '-vectorize-memory-check-threshold=4096'):
+        llvmlite.binding.set_option('minigrad', _memory_check)
 except ImportError:        # the numpy backend needs no numba (Pyodide, minimal installs)
     numba = None
 
@@ -117,6 +118,7 @@ _RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {'np', 'njit', 'types', '
 def _namer(readable):
     """Local variable names: the values' own names (made identifiers) when readable, else x0, t3, ...
     (the neutral form is what is hashed and compiled, so equal loops share one cached kernel)."""
+    # speed: neutral names in the compiled source, so equal loops of any graph share one cached kernel
     names = Names()
 
     def name(value, neutral):
@@ -189,6 +191,7 @@ def _row_sums(sums, ind) -> list:
     """Lines adding each row (n elements, ``row(j)``) in numpy's order, after the loop that computed it (which
     stays vectorised; a sum of everything after all loops): a<k>_j (from -0.0, so the first add is exact) takes
     elements j, j + 8, ... of the first n - n % 8, r<k> is their tree, then adds the rest. ``sums``: RowSums."""
+    # speed: a row (or all) added after its loop from the kernel's own result: the loop stays vectorised
     lines = []
     for k, add, neg, store, n, every, row in sorted(sums, key=lambda r: r.every):     # rows first, in their loop
         at = '    ' if every else ind[4:]
@@ -218,7 +221,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
                for s, lay in zip(graph.inputs, layouts)) and all(tuple(s.shape) == full for s in graph.outputs)
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
     names, ctx, local, alias = {}, _Ctx(approx), _namer(readable), alias or {}
-    note = _note if readable else (lambda *a: '')      # the comments: only in the source a reader sees
+    note = _note if readable else (lambda *a: '')      # speed: comments only in the source a reader sees
     ins = [f'a{k}' for k in range(len(graph.inputs)) if k not in alias]
     outs = [f'o{k}' for k in range(len(graph.outputs))]
     hoisted, loads, body, init, rows = [], [], [], [], []
@@ -245,7 +248,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs) if tuple(s.shape) == full]
     lines = [_signature(graph, layouts, alias), f'def kernel({", ".join(ins + outs)}):']
-    if flat and len(full) > 1:        # one loop over all elements: C-contiguous arrays seen flat
+    if flat and len(full) > 1:        # speed: one loop over all elements, C-contiguous arrays seen flat
         lines.append(f'    n0 = o0.size')
         lines += [f'    a{k} = a{k}.reshape(n0)' for k, (s, lay) in enumerate(zip(graph.inputs, layouts))
                   if tuple(s.shape) == full and lay == 'C' and k not in alias]
@@ -297,6 +300,7 @@ _APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, 
 def cache_budget() -> int:
     """An eighth of the largest CPU cache in bytes (Linux sysfs), or 4 MiB where it cannot be read: the
     arrays a kernel with approximations may stream and still be interleaved (INTERLEAVE)."""
+    # speed: the budget for interleaving (from DRAM an interleaved tanh loop ran slower)
     sizes = []
     for k in range(8):
         try:
@@ -320,7 +324,7 @@ class Kernel:
 
     @property
     def source(self) -> str:
-        if callable(self._source):      # written when first read: a 20,000-op graph has ~1,000 kernels
+        if callable(self._source):      # speed: written when first read (a 20,000-op graph: ~1,000 kernels)
             self._source = self._source()
         return self._source
 
@@ -334,6 +338,7 @@ _PLAIN = (bool, int, float, str, type(None), np.dtype)     # params whose repr i
 def _structure(graph, layouts, alias):
     """All kernel_source reads of `graph` (ops, wiring, params, shapes, dtypes), as a hashable key: equal
     structures give equal sources. None when a param is not plain (an array: no memo for that group)."""
+    # speed: the key of build_kernel's memo (equal groups generate their code once)
     num, nodes = {}, []
     for node in graph.nodes:
         if not all(isinstance(v, _PLAIN) or type(v) is tuple and all(isinstance(i, _PLAIN) for i in v)
@@ -352,6 +357,7 @@ def _kernel_code(graph, layouts, alias):
     loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used, alias=alias))   # neutral names: one file per loop
     streamed = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in graph.inputs + graph.outputs)
     # a loop shorter than four 16-lane vectors has nothing to interleave (and 0-d kernels keep their cache key)
+    # speed: LLVM told to interleave four vectors in a loop with approximations whose arrays fit the budget
     ilv = INTERLEAVE if used and np.prod(graph.outputs[0].shape) >= 64 and streamed <= cache_budget() else None
     code = _HEADER + (_APPROX_IMPORT if used else '') + (f'# LLVM: -force-vector-interleave={ilv}\n' if ilv else '') + loop
     return code, hashlib.sha1(code.encode()).hexdigest()[:20], used, ilv
@@ -359,9 +365,10 @@ def _kernel_code(graph, layouts, alias):
 
 def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
     """Generate, write, import and compile the loop kernel for `graph` (see kernel_source). ``memo``: a dict
-    kept over one program's kernels: a group equal to one seen before reuses its code (issue 37)."""
+    kept over one program's kernels: a group equal to one seen before reuses its code, not generated again."""
     if numba is None:
         raise MinigradError("backend='numba' needs numba (pip install numba); use backend='numpy' without it")
+    # speed: a group equal to one seen before in this program takes its code from the memo
     shape = _structure(graph, layouts, alias) if memo is not None else None
     found = memo.get(shape) if shape is not None else None
     if found is None:
@@ -374,6 +381,7 @@ def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
         return kernel_source(graph, layouts, readable=True, alias=alias)
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()
+    # speed: a kernel already loaded in this process, or in numba's disk cache, is not compiled again
     if key in _LOADED:
         return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used), ilv)
     _write_once(path, code)

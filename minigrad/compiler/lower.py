@@ -126,9 +126,11 @@ class _Flattener:
 
     def absorb(self, node) -> bool:
         """A reduction of a kernel's result (a bias gradient, softmax's max and row sum, a loss's total),
-        accumulated by that kernel instead of a second pass (issue 37), equal to numpy's: a max (ANY_ORDER) over
-        any one axis; a sum over the leading axis (numpy adds the rows in the same order), or, added in numpy's
-        pairwise order (``rows``), over the last axis or over all axes, of up to ROW_SUM elements."""
+        accumulated by that kernel instead of a second pass over the result, equal to numpy's: a max
+        (ANY_ORDER) over any one axis; a sum over the leading axis (numpy adds the rows in the same order),
+        or, added in numpy's pairwise order (``rows``), over the last axis or over all axes, of up to ROW_SUM
+        elements."""
+        # speed: the reduction joins the kernel computing its input, not a numpy reduce over the stored result
         v = self.vals.get(id(node.inputs[0])) if len(node.inputs) == 1 else None
         st, o = self.made_by.get(id(v)), node.outputs[0]
         if st is None or node.prim.unit is None or why_not(node) or o.dtype != v.dtype or v.dtype.itemsize < 4 \
@@ -156,7 +158,7 @@ class _Flattener:
                 and len(v.bases[0].shape) <= ndim and v.bases[0].dtype == v.dtype:
             return self.kernel_input(v.bases[0], ndim)
         if v.kind == 'view' and v.via.kernel is not None and v.bases[0].known and v.bases[0].dtype == v.dtype \
-                and len(v.bases[0].shape) <= ndim:   # broadcast_to: the loop reads the base, broadcast (no view step)
+                and len(v.bases[0].shape) <= ndim:   # speed: the loop reads broadcast_to's base, no view step
             return self.kernel_input(v.bases[0], ndim)
         if v.kind == 'const':         # its own copy: graph constants are read-only arrays (numba types those apart)
             c = self.new(v, 'const')
@@ -177,6 +179,7 @@ def build_kernels(steps, apart) -> list:
     """Build each kernel step's loop once memory is planned (its graph is complete: reductions it absorbed
     are in it). A result that took an input's buffer reads that input from its own array: two parameters
     that overlap make LLVM run the scalar loop (3-5x slower). ``apart``: ids of results written elsewhere."""
+    # speed: an in-place result's input read from the result's own array (one parameter: the loop vectorises)
     kernels, memo = [], {}
     for st in steps:
         if st.prim is kernel_call:
@@ -190,6 +193,7 @@ def build_kernels(steps, apart) -> list:
 
 def _drop_unread_views(steps, outputs) -> list:
     """The steps without views nobody reads (a kernel reads a broadcast view's base instead)."""
+    # speed: a broadcast view only kernels read (through its base) is not made at all
     read, kept = {id(v) for v in outputs}, []
     for st in reversed(steps):
         if all(o.kind == 'view' and id(o) not in read for o in st.outs):

@@ -61,6 +61,7 @@ def run_pipeline(g: Graph, passes) -> tuple[Graph, list, dict, dict]:
                              f'(rebuild(graph, rewrite)) and never edits its input')
         if not isinstance(new, Graph):
             raise GraphError(f'compile: pass {name!r} returned {type(new).__name__}, not a Graph')
+        # speed: a pass's input is not verified again, and verify's shape-rule memo is shared by every pass
         if new is not g:                # a pass that changed nothing returns its input
             try:
                 new.verify(rules)      # shape rules shared: most nodes are copies

@@ -17,7 +17,7 @@ def prune(graph: Graph) -> Graph:
     ['placeholder', 'constant', 'mul']
     """
     keep = _live(graph)
-    if len(keep) == len(graph.nodes) and unchanged(graph):
+    if len(keep) == len(graph.nodes) and unchanged(graph):      # speed: nothing dead, no copy
         return graph
     view = Graph(graph.name, graph.parent)          # the kept nodes, copied by rebuild below
     view.nodes = keep
@@ -29,6 +29,7 @@ def prune_new(graph: Graph, given: Graph) -> Graph:
     """prune(graph), where a pass was `given` a graph and made `graph`: a graph the pass made is its own (passes
     copy every node), so its dead nodes are dropped in place and the live ones kept, not copied again (a copy
     of a 20,000-op chain's gradient costs about as much as a pass). The given graph itself is never edited."""
+    # speed: a pass's own graph pruned in place, its live nodes not copied again
     if graph is given or not unchanged(graph):      # sub-graphs to prune too: the copying prune
         return prune(graph)
     keep = _live(graph)

@@ -51,6 +51,7 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
     """Copy `node` into `g` with new inputs; shapes are re-inferred when the inputs' shapes
     changed (this resolves None dims)."""
     params = node.params if params is None else params
+    # speed: the node's avals kept on inputs of its shapes and dtypes (no shape rule); one output: no loop
     avals = node.outputs            # add_node reads their shape and dtype
     same = params is node.params and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(ins, node.inputs))
     if not same and node.prim not in SOURCES and node.prim not in STATEFUL:   # same inputs: same outputs
@@ -62,7 +63,7 @@ def copy_node(g: Graph, node, ins, params=None) -> list:
         r = list(r) if node.prim.multiple_results else [r]
         avals = [Aval(_fill_unknown_dims(a.shape, b.shape), a.dtype) for a, b in zip(avals, r)]
     outs = g.add_node(node.prim, ins, params, avals, name=node.outputs[0].name, where=node.where)
-    if len(outs) > 1:                   # issue 37: the common one-output copy without slices and a loop
+    if len(outs) > 1:                   # a one-output node (most of them) skips the slices and the loop
         for o, old in zip(outs[1:], node.outputs[1:]):
             o.name = g.unique_name(old.name)
     if not node.where:                  # add_node gave it the caller's line: a copy of a node without one has none
@@ -169,6 +170,7 @@ def unchanged(graph: Graph) -> bool:
 
 def rewrite_pass(graph: Graph, rw, sub_pass) -> Graph:
     """rebuild(graph, rw); the input graph itself when no rule fired and nothing was noted."""
+    # speed: the rules tried on the graph as it is, and the graph itself returned when none fires (no copy)
     probe = Graph(graph.name, graph.parent)          # try the rules on the graph as it is: no copy yet
     plain = unchanged(graph)
     if plain and all(rw(n, n.inputs, probe) is None for n in graph.nodes) and not probe.notes:
@@ -201,7 +203,7 @@ def uniform(sym, c, limit=None) -> bool:
     v = const_value(sym)
     if v is None or v.size == 0 or (limit is not None and v.size > limit) or v.dtype.kind not in 'biuf':
         return False
-    if v.size == 1:         # a scalar constant (most of them): Python's comparisons, not numpy's reductions
+    if v.size == 1:         # speed: a scalar constant (most of them) by Python's comparisons, not numpy's
         x = v.item()
         return x == c and math.copysign(1.0, x) == math.copysign(1.0, c)
     return bool(np.all(v == c)) and bool(np.all(np.signbit(v.astype(np.float64)) == np.signbit(float(c))))

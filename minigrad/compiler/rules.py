@@ -65,6 +65,7 @@ def _emit_reduce(ufunc):
 def _emit_method(name):
     """A view op as the array's method, ``x.reshape(shape)``: 10x cheaper than ``np.reshape(x, shape)``
     (every value in generated code is an ndarray or numpy scalar, which have the same methods)."""
+    # speed: the array's method, not numpy's function (which wraps it)
     return lambda a, out, params, ctx: f'{a[0]}.{name}({", ".join(ctx.lit(v) for v in params.values())})'
 
 
@@ -78,6 +79,7 @@ P.matmul.emit = lambda a, out, params, ctx: _call(ctx.fn('matmul'), *a, out=out)
 P.concatenate.emit = lambda a, out, params, ctx: _call(ctx.fn('concatenate'), f'({", ".join(a)},)',
                                                        ctx.lit(params.get('axis', 0)), out=out)
 P.stop_gradient.emit = lambda a, out, params, ctx: a[0]
+# speed: a group's value written as a store of True into its buffer, not a call of its impl
 GROUP.emit = lambda a, out, params, ctx: f'{out}[()] = True' if out else f"{ctx.fn('array')}(True)"   # its inputs ran
 
 
@@ -106,7 +108,7 @@ def _lower_sum_to_like(b, x, ref):
     lead = len(x.shape) - len(ref.shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(ref.shape) if d == 1 and x.shape[i + lead] != 1)
     dropped = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    if axes:    # a sum that drops its axes when that is ref's shape (no reshape step after it: issue 37)
+    if axes:    # speed: a sum that drops its axes when that gives ref's shape (no reshape step after it)
         x = b.emit(P.sum_, [x], axis=axes, keepdims=dropped != tuple(ref.shape))
     if tuple(x.shape) != tuple(ref.shape):
         x = b.emit(P.reshape, [x], shape=tuple(ref.shape))
@@ -142,6 +144,7 @@ def _no_op(b, x, shape):
 def _lower_matmul(b, x, y):
     """A contracted dim of size 1 makes matmul an outer product: a broadcast multiply (+ 0.0,
     as matmul's sum starts from +0.0: -0.0 becomes +0.0)."""
+    # speed: a multiply, which may fuse, for numpy's matmul (no BLAS call at K=1); the same bits
     if known(x) and known(y) and len(x.shape) >= 2 and len(y.shape) >= 2 and x.shape[-1] == 1:
         p = b.emit(P.mul, [x, y])
         return b.emit(P.add, [p, b.graph.lift(np.zeros((), p.dtype))]) if p.dtype.kind == 'f' else p

@@ -24,7 +24,8 @@ class _State(threading.local):
 
 
 state = _State()
-next_seq = itertools.count().__next__     # tape sequence numbers: creation order is a topological order
+# tape sequence numbers: creation order is a topological order
+next_seq = itertools.count().__next__
 
 
 def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp: Callable,
@@ -39,7 +40,8 @@ def reverse_sweep(order: Iterable, ct: dict, out_keys: Callable | None, call_vjp
     Cotangents arriving twice are added.
     """
     pop, get = ct.pop, ct.get
-    owned = set()       # ids of sums this sweep made: no one else holds them, so add into them in place
+    # ids of sums this sweep made: no one else holds them, so add into them in place
+    owned = set()
     for v in order:
         if out_keys is None:            # v produces one value, keyed by v itself (a TapeNode)
             g = pop(id(v), None)

@@ -35,7 +35,7 @@ from .errors import GraphError, InputError, MinigradError
 from .graph import (Graph, Symbol, constant, get_default_graph, gradients, placeholder, zeros_like, CONSTANT,
                     SOURCES, STATEFUL, needed_nodes)
 from .interpreter import run_graph
-from ..transforms.forward import push, untaped
+from .tensor import Tensor
 from . import ops as P
 
 DEFAULT_MAX_ITERATIONS = 100_000     # max_iterations=None: a runaway loop becomes an error, not a hang
@@ -79,41 +79,6 @@ def inline(graph: Graph, args, captured) -> list:
             outs = list(res) if node.prim.multiple_results else [res]
         env.update((id(o), r) for o, r in zip(node.outputs, outs))
     return [cur.lift(env[id(o)]) for o in graph.outputs]
-
-
-def replay(graph: Graph, args, captured=(), inputs=None, outputs=None) -> list:
-    """Run `graph`'s nodes through core.apply on any values (arrays, Tensors, Duals, Symbols): a jit call's
-    graph inlined into an outer trace, or pushed forward with Duals by a JVP rule. ``inputs``/``outputs``
-    default to the graph's own (a sub-graph's); captures take ``captured``."""
-    inputs = graph.inputs if inputs is None else inputs
-    env = {id(s): a for s, a in zip(inputs, args)}
-    env.update({id(inner): c for (_, inner), c in zip(graph.captures, captured)})
-    for node in needed_nodes(graph, graph.outputs if outputs is None else outputs):
-        if id(node.outputs[0]) in env:
-            continue
-        if node.prim is CONSTANT:
-            outs = [node.params['value']]
-        elif node.prim in SOURCES or node.prim in STATEFUL:
-            raise GraphError(f"cannot replay a {node.op} node ('{node.outputs[0].name}') of graph "
-                             f"'{graph.name}': a function called inside a transformation must not create "
-                             f'Variables or assign them; keep state outside it')
-        else:
-            ins = [env[id(i)] for i in node.inputs]
-            if node.prim.multiple_results:
-                ins = untaped(node.op, ins)
-            res = core.apply(node.prim, *ins, **node.params)
-            outs = list(res) if node.prim.multiple_results else [res]
-        env.update((id(o), r) for o, r in zip(node.outputs, outs))
-    return [env[id(o)] for o in (graph.outputs if outputs is None else outputs)]
-
-
-def _zero_tangent(v):
-    return P.broadcast_like(np.zeros((), np.dtype(v.dtype)), v)
-
-
-def _tangents(outs, ts):
-    """Zeros for the float outputs whose tangent is None (a cond branch must return them all)."""
-    return [_zero_tangent(o) if t is None and _float(o) else t for o, t in zip(outs, ts)]
 
 
 def _subgraph(outer: Graph, name: str, fn, avals=()) -> Graph:
@@ -173,23 +138,7 @@ def _cond_vjp(needs, gs, outs, pred, *captured, true_graph, false_graph):
     return tuple(result)
 
 
-def _cond_jvp(primals, tangents, outs, true_graph, false_graph):
-    """The tangents of a cond are a cond over the branches pushed forward (one branch on values)."""
-    pred, captured, tcap = primals[0], primals[1:], tangents[1:]
-    if all(t is None for t in tcap):
-        return [None] * len(outs)
-
-    def branch(G):
-        def fn():
-            res, ts = push(lambda *c: replay(G, [], c), captured, tcap)
-            return _tangents(res, ts) or []
-        return fn
-    if isinstance(pred, Symbol):
-        return _cond_build(pred, branch(true_graph), branch(false_graph), 'cond_jvp')
-    return branch(true_graph if bool(np.asarray(pred).reshape(-1)[0]) else false_graph)()
-
-
-COND = register_primitive('cond', _cond_impl, _cond_rule, _cond_vjp, jvp=_cond_jvp, kind='node',
+COND = register_primitive('cond', _cond_impl, _cond_rule, _cond_vjp, kind='node',
                           multiple_results=True,
                  doc='run true_graph or false_graph. inputs: [pred, *captured]; params: true_graph, '
                      'false_graph (sub-graphs capturing the same outer symbols, in input order)')
@@ -240,14 +189,15 @@ def cond(pred, true_fn, false_fn):
     """
     _callables('cond', true_fn=true_fn, false_fn=false_fn)
     true_fn, false_fn = _returns_values(true_fn, 'cond: true_fn'), _returns_values(false_fn, 'cond: false_fn')
-    if isinstance(pred, core.hooks.batch_type) or isinstance(pred, Symbol) and core.hooks.vmap_active():
-        # under mg.vmap (a predicate per example, or branches that may see batched values): both, then select
-        return core.hooks.batch_cond(pred, true_fn, false_fn)
+    for kind in core.Value.kinds:       # a transformation with its own rule (vmap: both branches, then select)
+        out = kind.cond_rule(pred, true_fn, false_fn)
+        if out is not NotImplemented:
+            return out
     if isinstance(pred, Symbol) and pred.dtype.kind != 'b':
         raise GraphError(f'cond: the predicate must be a bool scalar (a comparison such as x > 0), got '
                          f'{describe(pred)}')
     if not isinstance(pred, Symbol):
-        if isinstance(pred, core.hooks.tensor_type) and pred.data.size != 1:
+        if isinstance(pred, Tensor) and pred.data.size != 1:
             raise GraphError(f'cond: the predicate must be a scalar, got {describe(pred)}')
         return true_fn() if bool(pred) else false_fn()
     t_single = []
@@ -334,38 +284,7 @@ def _while_vjp(needs, gs, outs, *inputs, cond_graph, body_graph, max_iterations,
     return tuple(result)
 
 
-def _while_jvp(primals, tangents, outs, cond_graph, body_graph, max_iterations, name):
-    """The tangents of a loop: one loop over the values and their tangents together (a while node on
-    Symbols, a Python loop on values)."""
-    n, nc = len(cond_graph.inputs), len(cond_graph.captures)
-    vals, ccap, bcap, tb = list(primals[:n]), primals[n:n + nc], primals[n + nc:], tangents[n + nc:]
-    fl = [i for i in range(n) if _float(body_graph.inputs[i])]
-    if all(tangents[i] is None for i in fl) and all(t is None for t in tb):
-        return [None] * len(outs)
-    ts = [tangents[i] if tangents[i] is not None else _zero_tangent(vals[i]) for i in fl]
-
-    def step(*vs):
-        res, rt = push(lambda *a: replay(body_graph, a[:n], a[n:]), [*vs[:n], *bcap],
-                       [*[vs[n + fl.index(i)] if i in fl else None for i in range(n)], *tb])
-        return [*res, *_tangents([res[i] for i in fl], [rt[i] for i in fl])]
-    test = lambda *vs: replay(cond_graph, vs[:n], ccap)[0]
-    if any(isinstance(v, Symbol) for v in (*vals, *bcap, *ts, *tb)):
-        final = while_loop(test, step, [*vals, *ts], max_iterations, f'{name}_jvp')
-    else:
-        final, steps = [*vals, *ts], 0
-        while bool(np.asarray(test(*final)).reshape(-1)[0]):
-            steps += 1
-            if steps > max_iterations:
-                raise MaxIterationsError(f"while_loop '{name}': still running after max_iterations="
-                                         f'{max_iterations} (forward mode)')
-            final = step(*final)
-    result = [None] * len(outs)
-    for k, i in enumerate(fl):
-        result[i] = final[n + k]
-    return result
-
-
-WHILE = register_primitive('while', _while_impl, _while_rule, _while_vjp, jvp=_while_jvp, kind='node',
+WHILE = register_primitive('while', _while_impl, _while_rule, _while_vjp, kind='node',
                            multiple_results=True,
                   doc='loop: inputs [*loop_vars, *cond_captured, *body_captured]; params cond_graph, body_graph, '
                       'max_iterations, name; outputs [*final_loop_vars, stack (object: per-iteration loop vars)]')
@@ -432,9 +351,11 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
         raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
         validate.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
-    if core.hooks.vmap_active():        # under mg.vmap: runs while any example's condition holds
-        return core.hooks.batch_while(cond, body, vs, loop_vars, single, limit, name)
-    if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, core.hooks.tensor_type) for v in vs):
+    for kind in core.Value.kinds:       # a transformation with its own rule (vmap: while any example's holds)
+        out = kind.while_rule(cond, body, vs, loop_vars, single, limit, name)
+        if out is not NotImplemented:
+            return out
+    if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, Tensor) for v in vs):
         steps = 0                           # eager: an ordinary Python loop, recorded on the tape
         while bool(cond(*vs)):
             if steps >= limit:

@@ -16,10 +16,12 @@ class ConversionsMixin:
     """``item``, ``numpy``, ``tolist``, ``bool(t)``, ``float(t)``, ``len(t)``, ``repr(t)`` and friends."""
     __slots__ = ()
 
-    def __reduce_ex__(self, protocol):   # as PyTorch: only leaves copy; a non-leaf would drag its graph along
+    # as PyTorch: only leaves copy; a non-leaf would drag its graph along
+    def __reduce_ex__(self, protocol):
         if self.grad_fn is not None:
-            raise InputError(f'{describe(self)} was made by an op (a non-leaf) and cannot be pickled or deep-copied '
-                             f'with its graph; copy t.detach() (a leaf) instead')
+            raise InputError(f'{describe(self)} was made by an op (a non-leaf) and cannot be '
+                             f'pickled or deep-copied with its graph; '
+                             f'copy t.detach() (a leaf) instead')
         return super().__reduce_ex__(protocol)
 
     def __len__(self):
@@ -33,8 +35,8 @@ class ConversionsMixin:
 
     def item(self):
         if self.data.size != 1:
-            raise MinigradError(f'item(): only one-element tensors can be converted to a Python number; '
-                                f'{describe(self)} has {self.data.size} elements')
+            raise MinigradError(f'item(): only one-element tensors can be converted to a '
+                                f'Python number; {describe(self)} has {self.data.size} elements')
         return self.data.item()
 
     def numpy(self) -> np.ndarray:

@@ -44,21 +44,24 @@ def _float_dtype(dtype, what):
 
 
 def zeros(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    return tensor(np.zeros(_shape(shape, 'mg.zeros: shape'), _float_dtype(dtype, 'mg.zeros: dtype')),
-                  requires_grad=requires_grad, name=name)
+    shape = _shape(shape, 'mg.zeros: shape')
+    dtype = _float_dtype(dtype, 'mg.zeros: dtype')
+    return tensor(np.zeros(shape, dtype), requires_grad=requires_grad, name=name)
 
 
 def ones(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    return tensor(np.ones(_shape(shape, 'mg.ones: shape'), _float_dtype(dtype, 'mg.ones: dtype')),
-                  requires_grad=requires_grad, name=name)
+    shape = _shape(shape, 'mg.ones: shape')
+    dtype = _float_dtype(dtype, 'mg.ones: dtype')
+    return tensor(np.ones(shape, dtype), requires_grad=requires_grad, name=name)
 
 
 def full(shape, value, dtype=None, requires_grad=False, name=None) -> Tensor:
     fill = validate.value_array(value, 'mg.full: value')
     if fill.ndim:
         raise InputError(f'mg.full: value must be one number, got shape {fill.shape}')
-    return tensor(np.full(validate.check_shape(shape, 'mg.full: shape'), fill, _float_dtype(dtype, 'mg.full: dtype')),
-                  requires_grad=requires_grad, name=name)
+    shape = validate.check_shape(shape, 'mg.full: shape')
+    dtype = _float_dtype(dtype, 'mg.full: dtype')
+    return tensor(np.full(shape, fill, dtype), requires_grad=requires_grad, name=name)
 
 
 def zeros_like(t, requires_grad=False) -> Tensor:
@@ -71,18 +74,23 @@ def ones_like(t, requires_grad=False) -> Tensor:
 
 def randn(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
     """Standard normal samples from the seeded generator (mg.manual_seed)."""
-    data = _Rng.gen.standard_normal(_shape(shape, 'mg.randn: shape')).astype(_float_dtype(dtype, 'mg.randn: dtype'))
+    shape = _shape(shape, 'mg.randn: shape')
+    dtype = _float_dtype(dtype, 'mg.randn: dtype')
+    data = _Rng.gen.standard_normal(shape).astype(dtype)
     return tensor(data, requires_grad=requires_grad, name=name)
 
 
 def rand(*shape, dtype=None, requires_grad=False, name=None) -> Tensor:
-    data = _Rng.gen.random(_shape(shape, 'mg.rand: shape')).astype(_float_dtype(dtype, 'mg.rand: dtype'))
+    shape = _shape(shape, 'mg.rand: shape')
+    dtype = _float_dtype(dtype, 'mg.rand: dtype')
+    data = _Rng.gen.random(shape).astype(dtype)
     return tensor(data, requires_grad=requires_grad, name=name)
 
 
 def arange(start, stop=None, step=1, dtype=None, requires_grad=False) -> Tensor:
     for what, v in (('start', start), ('stop', stop), ('step', step)):
-        if (v is not None or what == 'start') and validate.value_array(v, f'mg.arange: {what}').ndim:
+        given = v is not None or what == 'start'        # start is required: None is refused
+        if given and validate.value_array(v, f'mg.arange: {what}').ndim:
             raise InputError(f'mg.arange: {what} must be one number, got {v!r}')
     data = np.arange(start, stop, step) if stop is not None else np.arange(start)
     if dtype is None and data.dtype.kind == 'f':

@@ -12,7 +12,8 @@ from .errors import InputError
 
 
 _PYTHON_SCALARS = (bool, int, float)
-NEP50 = np.lib.NumpyVersion(np.__version__) >= '2.0.0'     # numpy 1.x promotes Python scalars by value
+# numpy 1.x promotes Python scalars by value
+NEP50 = np.lib.NumpyVersion(np.__version__) >= '2.0.0'
 
 
 def weak_dtype(value, dtypes, what='value') -> np.dtype:
@@ -29,13 +30,15 @@ def weak_dtype(value, dtypes, what='value') -> np.dtype:
     near = [d for d in dtypes if d.kind in kinds]
     dt = np.result_type(*near) if near else default
     if isinstance(value, int) and dt.kind in 'iu' and not _int_min(dt) <= value <= _int_max(dt):
-        raise InputError(f'{what}: the Python int {value} is out of range for {dt} (numpy 2 refuses it too); '
-                         f'use a wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
+        raise InputError(f'{what}: the Python int {value} is out of range for {dt} '
+                         f'(numpy 2 refuses it too); use a wider dtype (.astype(mg.int64) '
+                         f'or mg.float64) or a smaller number')
     return dt
 
 
+# np.iinfo takes ~10 us a call: building a graph of scalar ops asked it per op
 @functools.lru_cache(maxsize=None)
-def _int_min(dt):          # np.iinfo takes ~10 us a call: building a graph of scalar ops asked it per op
+def _int_min(dt):
     return int(np.iinfo(dt).min)
 
 
@@ -59,6 +62,7 @@ def result_dtype(ufunc, op: str, *xs) -> np.dtype:
     dtype('int16')
     """
     strong = [aval_of(x).dtype for x in xs if not isinstance(x, _PYTHON_SCALARS)]
-    avals = [Aval((), weak_dtype(x, strong, op)) if isinstance(x, _PYTHON_SCALARS) else Aval((), aval_of(x).dtype)
-             for x in xs]
+    dts = [weak_dtype(x, strong, op) if isinstance(x, _PYTHON_SCALARS) else aval_of(x).dtype
+           for x in xs]
+    avals = [Aval((), dt) for dt in dts]
     return elementwise_rule(*avals, _op=op, _ufunc=ufunc).dtype

@@ -10,15 +10,15 @@ import builtins
 import numpy as np
 
 from . import ops as P
-from .primitive import (apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes, describe,
-                        DEFAULT_FLOAT)
+from .primitive import (Value, apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes,
+                        describe, DEFAULT_FLOAT)
 from .validate import value_array, check_shape, check_dtype, check_flag
 from .dtypes import result_dtype
 from .errors import GraphError, ShapeError, InputError
 
 
 def _is_value(x) -> bool:
-    return isinstance(x, (hooks.tensor_type, hooks.symbol_type, hooks.dual_type, hooks.batch_type))
+    return isinstance(x, Value)
 
 
 def _lift(*xs):
@@ -103,9 +103,11 @@ def minimum(x, y):
     """Elementwise min, composed as flip(max(flip(x), flip(y))): -max(-x, -y) for floats, ~max(~x, ~y)
     for integers, in numpy's result dtype. >>> mg.minimum(mg.tensor([1, 5]), 3).tolist() -> [1, 3]"""
     x, y = _lift(x, y)
-    broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)     # errors name minimum, not maximum
+    # errors name minimum, not maximum
+    broadcast_shapes('minimum', aval_of(x).shape, aval_of(y).shape)
     dt = result_dtype(np.minimum, 'minimum', x, y)
-    x, y = _in_dtype(x, dt), _in_dtype(y, dt)       # flip keeps dtypes: bring both to the result's first
+    # flip keeps dtypes: bring both to the result's first
+    x, y = _in_dtype(x, dt), _in_dtype(y, dt)
     return P.flip(P.maximum(P.flip(x), P.flip(y)))
 
 
@@ -134,8 +136,6 @@ def relu(x):
     """max(x, 0) as where(x > 0, x, 0): gradient 0 at 0, as in PyTorch. relu(nan) is 0 (torch and ONNX
     Relu give nan): minigrad keeps its meaning everywhere, and export_onnx writes Where(0 < x, x, 0).
     >>> mg.relu(mg.tensor([-1.0, float('nan'), 2.0])).tolist()  ->  [0.0, 0.0, 2.0]"""
-    if isinstance(x, hooks.tensor_type):       # speed: the tape's own path (same primitives; tensor.py)
-        return hooks.eager_relu(x)
     (x,) = _lift(x)
     return P.where(P.greater(x, 0), x, 0)
 
@@ -178,12 +178,14 @@ def equal(x, y):
 # ------------------------------------------------------------------ reductions
 def sum(x, axis=None, keepdims=False):
     (x,) = _lift(x)
-    return P.sum_(x, axis=_axes(x, axis, 'sum'), keepdims=check_flag(keepdims, 'sum: keepdims'))  # np.True_ too
+    # check_flag: True, False or np.True_ / np.False_
+    return P.sum_(x, axis=_axes(x, axis, 'sum'), keepdims=check_flag(keepdims, 'sum: keepdims'))
 
 
 def max(x, axis=None, keepdims=False):
     (x,) = _lift(x)
-    return P.max_(x, axis=_axes(x, axis, 'max'), keepdims=check_flag(keepdims, 'max: keepdims'))  # np.True_ too
+    # check_flag: True, False or np.True_ / np.False_
+    return P.max_(x, axis=_axes(x, axis, 'max'), keepdims=check_flag(keepdims, 'max: keepdims'))
 
 
 def min(x, axis=None, keepdims=False):
@@ -206,7 +208,7 @@ def mean(x, axis=None, keepdims=False):
         [d for i, d in enumerate(av.shape) if axes is None or i in axes]
     if dims is not None and None not in dims:
         n = int(np.prod(dims))
-        return P.mul(s, 1.0 / n if n else np.nan)       # the mean of nothing is nan (numpy, PyTorch)
+        return P.mul(s, 1.0 / n if n else np.nan)   # the mean of nothing is nan (numpy, PyTorch)
     ones = P.broadcast_like(np.ones((), av.dtype), x)
     return P.div(s, P.sum_(ones, axis=axes, keepdims=keepdims))
 
@@ -233,7 +235,8 @@ def logsumexp(x, axis=None, keepdims=False):
     finite = P.mul(P.less(m, np.inf), P.greater(m, -np.inf))       # bool * bool: and
     m = P.where(finite, m, 0)
     s = P.sum_(P.exp(P.add(x, P.neg(m))), axis=axes, keepdims=keepdims)
-    m_out = m if keepdims else P.sum_(m, axis=axes, keepdims=False)   # summing size-1 axes squeezes them
+    # summing size-1 axes squeezes them
+    m_out = m if keepdims else P.sum_(m, axis=axes, keepdims=False)
     return P.add(P.log(s), m_out)
 
 
@@ -277,8 +280,8 @@ def transpose(x, *axes):
     else:
         nd = len(shape)
         if len(axes) != nd or not all(-nd <= a < nd for a in axes):
-            raise ShapeError(f'transpose: axes {tuple(axes)} are not a permutation of the {nd} axes of '
-                             f'{describe(x)}')
+            raise ShapeError(f'transpose: axes {tuple(axes)} are not a permutation of the {nd} '
+                             f'axes of {describe(x)}')
         axes = tuple(int(a) % nd for a in axes)
     return P.transpose(x, axes=axes)
 
@@ -309,11 +312,12 @@ def stack(xs, axis=0):
     shapes = [aval_of(x).shape for x in xs]
     known = [s for s in shapes if s is not None]
     for s in known[1:]:
-        differ = builtins.any(a != b for a, b in zip(s, known[0]) if None not in (a, b))   # None: unknown
+        # None: unknown
+        differ = builtins.any(a != b for a, b in zip(s, known[0]) if None not in (a, b))
         if len(s) != len(known[0]) or differ:
-            raise ShapeError(f'stack: all inputs need the same shape; got {fmt_shape(known[0])} and '
-                             f'{fmt_shape(s)}. Reshape them first, or use mg.concatenate to join along an '
-                             f'existing axis.')
+            raise ShapeError(f'stack: all inputs need the same shape; got {fmt_shape(known[0])} '
+                             f'and {fmt_shape(s)}. Reshape them first, or use mg.concatenate to '
+                             f'join along an existing axis.')
     nd = len(known[0]) if known else None
     in_range = -nd - 1 <= axis <= nd if nd is not None else axis >= 0
     if not in_range:
@@ -336,10 +340,10 @@ def _index(idx):
         idx = (idx,)
     out = []
     for i in idx:
-        if isinstance(i, hooks.symbol_type):
-            raise GraphError('indexing with a Symbol is not supported: indices must be known when the graph '
+        if isinstance(i, Value) and not hasattr(i, 'data'):
+            raise GraphError(f'indexing with a {type(i).__name__} is not supported: indices must be known when the graph '
                              'is built (use a constant, or mg.where for data-dependent selection)')
-        if isinstance(i, hooks.tensor_type):
+        if isinstance(i, Value):            # a Tensor: its array
             i = i.data
         if isinstance(i, list):
             i = value_array(i, 'an index list')
@@ -386,9 +390,9 @@ class OpsMixin:
     def __getitem__(self, idx): return P.getitem(self, idx=_index(idx))
 
     def __setitem__(self, idx, value):
-        raise InputError(f'{type(self).__name__}s do not support item assignment (x[...] = v): it would change a '
-                         f'value other ops may have recorded. Build a new one instead, e.g. mg.where(mask, v, x) with a '
-                         f'boolean mask of the positions to replace')
+        raise InputError(f'{type(self).__name__}s do not support item assignment (x[...] = v): it '
+                         f'would change a value other ops may have recorded. Build a new one instead, '
+                         f'e.g. mg.where(mask, v, x) with a boolean mask of the positions to replace')
     def __abs__(self): return abs(self)
 
     @property

@@ -22,10 +22,11 @@ from . import validate
 from . import dtypes
 from . import primitive as core, ops as P
 from .primitive import Aval, Primitive, describe, fmt_shape, DEFAULT_FLOAT
-from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError, ForwardError, FeedError
+from .errors import GraphError, TraceError, ShapeError, MinigradError, InputError
 from .functional import OpsMixin
 from .names import Names
 from .autodiff import reverse_sweep, state
+from .tensor import Tensor
 
 
 def _node_kind(name, doc, impl=None, rule=None, **fields):
@@ -57,7 +58,7 @@ SOURCES = frozenset({PLACEHOLDER, CONSTANT, VARIABLE})     # nodes without input
 STATEFUL = frozenset({ASSIGN})
 
 
-class Symbol(OpsMixin):
+class Symbol(OpsMixin, core.Value):
     """A value in a static graph: it has a shape and dtype but no value until Session.run.
 
     >>> import minigrad as mg
@@ -70,6 +71,10 @@ class Symbol(OpsMixin):
     """
     __slots__ = ('node', 'index', 'shape', 'dtype', 'name', '__weakref__')
     __hash__ = object.__hash__
+    level = 2                       # above the tape: a Tensor among Symbols becomes a constant (or a capture)
+
+    def apply(self, prim, args, params):
+        return graph_apply(prim, args, params)
     __array_ufunc__ = None
 
     def __init__(self, node, index, shape, dtype, name):
@@ -182,7 +187,7 @@ def _check_assign(var, value) -> Aval:
     return Aval(var.shape, var.dtype)
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep    # minigrad/, not core/
 
 
 def user_line():
@@ -329,21 +334,14 @@ class Graph:
                 return self.capture(x)
             raise GraphError(f"Symbol '{x.name}' belongs to another graph; ops can only combine Symbols "
                              f'of one graph (build everything inside the same `with graph.as_default():`)')
-        if isinstance(x, core.hooks.tensor_type):
+        if isinstance(x, Tensor):
             if self.capture_tensor is not None:
                 return self.capture_tensor(self, x)
             if self.parent is not None:          # inside a cond/while body: the outer graph decides
                 return self.capture(self.parent.lift(x, like))
             raise GraphError(_mix_message(x, like))
-        if isinstance(x, core.hooks.batch_type):
-            raise GraphError('a value batched by mg.vmap cannot enter the sub-graph of a mg.cond / mg.while_loop whose '
-                             'predicate is not batched; make the predicate per example (then vmap selects between '
-                             'both branches) or use mg.where')
-        if isinstance(x, core.hooks.dual_type):
-            raise ForwardError('a forward-mode value (a Dual of mg.jvp / mg.jacfwd) cannot become part of a graph: '
-                               'forward mode inside mg.jit / mg.trace cannot go into mg.cond or mg.while_loop '
-                               '(their bodies are built once as sub-graphs). Differentiate the jit function from '
-                               'outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
+        if isinstance(x, core.Value):       # a transformation's value (Dual, Batched) says why it cannot enter
+            raise x.graph_error()
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
             # numpy 2's rule (NEP 50) whatever numpy runs: the scalar takes the Symbols' dtype
@@ -464,7 +462,7 @@ def _check_node(node, defined, rules) -> str | None:
         if id(s) not in defined or not isinstance(s, Symbol):
             return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
     if node.prim not in SOURCES and node.prim not in STATEFUL:
-        params = _rule_params(node) if node.params else {}      # issue 37: most nodes have none (verify's hot path)
+        params = _rule_params(node) if node.params else {}      # most nodes have none: verify skips the copy
         key = (node.prim, tuple([(s.shape, s.dtype) for s in node.inputs]),
                tuple(sorted([(k, type(v), v) for k, v in params.items()])) if params else ())   # types: 1 == 1.0
         try:
@@ -504,24 +502,6 @@ def shapes_compatible(recorded, rule) -> bool:
     if len(recorded) != len(rule):
         return False
     return all(a is None or b is None or a == b for a, b in zip(recorded, rule))
-
-
-def feed_array(value, dtype, what: str) -> np.ndarray:
-    """`value` (a number, list, array or Tensor) as an array of `dtype`, as a placeholder takes it: cast
-    within a kind (float64 -> float32) or from ints and bools into floats; any other cast is a FeedError
-    naming `what` (Session.run's feed_dict and a Program's inputs follow this one rule).
-
-    >>> feed_array([1, 2], np.dtype('float32'), "feed_dict value for 'x'").dtype
-    dtype('float32')
-    """
-    value = value.data if isinstance(value, core.hooks.tensor_type) else value
-    arr = value if isinstance(value, np.ndarray) and value.dtype.kind in 'biuf' else validate.value_array(value, what)
-    if arr.dtype != dtype:
-        if not np.can_cast(arr.dtype, dtype, 'same_kind') and not (arr.dtype.kind in 'iub' and dtype.kind == 'f'):
-            raise FeedError(f'{what}: cannot feed a {arr.dtype} value as {dtype} (casts keep the kind, or make '
-                            f'ints and bools floats); convert it first, e.g. np.asarray(value, dtype={dtype.name!r})')
-        arr = arr.astype(dtype)
-    return arr
 
 
 def _fmt_param(v) -> str:
@@ -605,7 +585,7 @@ def constant(value, dtype=None, name=None, graph=None) -> Symbol:
 
 def _graph_value(value, dtype, what) -> np.ndarray:
     """A constant's or Variable's own read-only copy; Python floats become float32, numpy values keep their dtype."""
-    if isinstance(value, core.hooks.tensor_type):
+    if isinstance(value, Tensor):
         value = value.data
     arr = validate.value_array(value, what, dtype)
     if dtype is None and arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
@@ -650,10 +630,6 @@ def graph_apply(prim: Primitive, args, params):
     if not state.grad_enabled and prim.vjp is not None:     # built under mg.no_grad(): as on the tape,
         outs = [P.stop_gradient(o) if o.dtype.kind == 'f' else o for o in outs]     # no gradient flows back
     return tuple(outs) if multiple else outs[0]
-
-
-core.hooks.symbol_type = Symbol
-core.hooks.graph_apply = graph_apply
 
 
 # ------------------------------------------------------------------ symbolic gradients

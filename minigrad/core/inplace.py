@@ -48,28 +48,34 @@ class InPlaceMixin:
         return self._inplace(P.div, o, '/')
 
     def _inplace(self, prim, other, sym):
-        since = next_seq()             # the ops recorded from here on (this one's) read the old value rightly
+        # the ops recorded from here on (this one's) read the old value rightly
+        since = next_seq()
         if self.grad_fn is None and self._requires_grad and state.grad_enabled:
             raise BackwardError(
-                f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and changing it "
-                f'in place would make its gradient meaningless. Update parameters inside '
-                f'`with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
+                f"in-place '{sym}=' on {describe(self)}: it is a leaf that requires grad, and "
+                f'changing it in place would make its gradient meaningless. Update parameters '
+                f'inside `with mg.no_grad():`, or write x = x {sym} y to make a new tensor.')
         res = prim(self, other)     # out of place: arrays saved on a tape stay intact
         if res.data.dtype != self.data.dtype:
             if not np.can_cast(res.data.dtype, self.data.dtype, 'same_kind'):
-                raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, which cannot be "
-                                 f'stored in {describe(self)}; write x = x {sym} y instead')
+                raise ShapeError(f"in-place '{sym}=': the result has dtype {res.data.dtype}, "
+                                 f'which cannot be stored in {describe(self)}; '
+                                 f'write x = x {sym} y instead')
             res = P.cast(res, dtype=self.data.dtype)
         if res.data.shape != self.data.shape:
-            raise ShapeError(f"in-place '{sym}=': the result has shape {res.data.shape} but {describe(self)} "
-                             f'cannot change shape in place; write x = x {sym} y instead')
-        for tape in state.tapes:        # from now on this tensor *is* the result: say so on the tape
+            raise ShapeError(f"in-place '{sym}=': the result has shape {res.data.shape} but "
+                             f'{describe(self)} cannot change shape in place; '
+                             f'write x = x {sym} y instead')
+        # from now on this tensor *is* the result: say so on the tape
+        for tape in state.tapes:
             if tape.entries and tape.entries[-1].output is res:
                 tape.entries[-1] = tape.entries[-1]._replace(output=self)
-        if self.retains_grad and res.grad_fn is not None:   # retain_grad() follows the tensor (as PyTorch)
+        # retain_grad() follows the tensor (as PyTorch)
+        if self.retains_grad and res.grad_fn is not None:
             self.grad_fn.retained, res.grad_fn.retained = None, weakref.ref(self)
         self._replace_data(res.data, since)
-        if state.grad_enabled:          # under no_grad the change is unrecorded, but x keeps its history (PyTorch)
+        # under no_grad the change is unrecorded, but x keeps its history (PyTorch)
+        if state.grad_enabled:
             self.grad_fn = res.grad_fn
         if res.grad_fn is not None:
             self._requires_grad = True
@@ -82,11 +88,12 @@ class InPlaceMixin:
         old, self.data = self.data, new
         self._version += 1
         when = next_seq() if since is None else since
-        stale[id(old)] = Stale(weakref.ref(old, functools.partial(_forget, id(old))), weakref.ref(self),
-                               self._version - 1, when)
+        forget = functools.partial(_forget, id(old))
+        stale[id(old)] = Stale(weakref.ref(old, forget), weakref.ref(self), self._version - 1, when)
 
 
-def _forget(key, _ref):     # the old array was freed: no saved value can be it any more
+# the old array was freed: no saved value can be it any more
+def _forget(key, _ref):
     stale.pop(key, None)
 
 
@@ -95,14 +102,16 @@ def check_saved(order):
     since the op was recorded."""
     for node in order:
         saved = node.saved or ()        # freed: backward reports that itself
-        for k, v in enumerate([*(v if node.prim.reads_input(j) else None for j, v in enumerate(saved)), node.out]):
+        inputs_read = [v if node.prim.reads_input(j) else None for j, v in enumerate(saved)]
+        for k, v in enumerate([*inputs_read, node.out]):
             entry = stale.get(id(v))
             if entry is None or entry.array() is not v or node.seq >= entry.since:
                 continue
             t = entry.tensor()
+            who, now = (describe(t), t._version) if t is not None else ('a tensor', '?')
             what = f'its input {k}' if k < len(saved) else 'its output'
             raise BackwardError(
-                f"backward(): a value '{node.prim.name}' saved for the gradient ({what}, "
-                f"{describe(t) if t is not None else 'a tensor'}) was modified by an in-place operation: it "
-                f'is now at version {t._version if t is not None else "?"}, the op saved version {entry.version}. '
-                f'Compute out of place (y = x + 1, not x += 1) or call backward() before changing it.')
+                f"backward(): a value '{node.prim.name}' saved for the gradient ({what}, {who}) "
+                f'was modified by an in-place operation: it is now at version {now}, the op saved '
+                f'version {entry.version}. Compute out of place (y = x + 1, not x += 1) or call '
+                f'backward() before changing it.')

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .primitive import fmt_shape
-from .errors import FeedError, MinigradError, ShapeError
-from .graph import (Graph, Symbol, Node, needed_nodes, where_text, PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN)  # noqa: F401
+from .primitive import Value, apply, fmt_shape
+from .errors import FeedError, ForwardError, GraphError, MinigradError, ShapeError
+from .tensor import Tensor, is_grad_enabled
+from .graph import (Graph, Symbol, Node, needed_nodes, where_text,  # noqa: F401
+                    PLACEHOLDER, VARIABLE, CONSTANT, ASSIGN, SOURCES, STATEFUL)
 
 
 def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:
@@ -20,8 +22,8 @@ def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:
                      f'feed_dict, e.g. sess.run(..., feed_dict={{{placeholder.name}: value}}).')
 
 
-def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None, state: dict | None = None,
-             nodes: list[Node] | None = None) -> list:
+def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None,
+             state: dict | None = None, nodes: list[Node] | None = None) -> list:
     """Values of `fetches`. ``feeds`` maps id(Symbol) -> array; ``state`` maps id(variable node) -> array."""
     feeds = feeds or {}
     state = {} if state is None else state
@@ -71,3 +73,42 @@ def run_graph(graph: Graph, args: list, captured: list = ()) -> list:
     feeds = {id(s): v for s, v in zip(graph.inputs, args)}
     feeds.update({id(inner): v for (outer, inner), v in zip(graph.captures, captured)})
     return evaluate(graph, graph.outputs, feeds)
+
+
+def replay(graph: Graph, args, captured=(), inputs=None, outputs=None) -> list:
+    """Run `graph`'s nodes through core.apply on any values (arrays, Tensors, Duals, Symbols): a jit call's
+    graph inlined into an outer trace, or pushed forward with Duals by a JVP rule. ``inputs``/``outputs``
+    default to the graph's own (a sub-graph's); captures take ``captured``."""
+    inputs = graph.inputs if inputs is None else inputs
+    env = {id(s): a for s, a in zip(inputs, args)}
+    env.update({id(inner): c for (_, inner), c in zip(graph.captures, captured)})
+    for node in needed_nodes(graph, graph.outputs if outputs is None else outputs):
+        if id(node.outputs[0]) in env:
+            continue
+        if node.prim is CONSTANT:
+            outs = [node.params['value']]
+        elif node.prim in SOURCES or node.prim in STATEFUL:
+            raise GraphError(f"cannot replay a {node.op} node ('{node.outputs[0].name}') of graph "
+                             f"'{graph.name}': a function called inside a transformation must "
+                             f'not create Variables or assign them; keep state outside it')
+        else:
+            ins = [env[id(i)] for i in node.inputs]
+            if node.prim.multiple_results:
+                ins = untaped(node.op, ins)
+            res = apply(node.prim, *ins, **node.params)
+            outs = list(res) if node.prim.multiple_results else [res]
+        env.update((id(o), r) for o, r in zip(node.outputs, outs))
+    return [env[id(o)] for o in (graph.outputs if outputs is None else outputs)]
+
+
+def untaped(op, ins):
+    """Tensors as arrays for a cond / while node: the tape records one result per op, so these run
+    unrecorded, and a Tensor that needs a gradient through them is refused rather than cut off."""
+    tensors = [v for v in ins if isinstance(v, Tensor)]
+    if not tensors or any(isinstance(v, Value) and v.level > Tensor.level for v in ins):
+        return ins
+    if any(t.requires_grad for t in tensors) and is_grad_enabled():
+        raise ForwardError(f"a '{op}' node inside a jit / trace function cannot be recorded on the tape (reverse "
+                           f'mode over the forward-mode tangents of a function with control flow); use '
+                           f'mg.jacfwd / mg.jvp for both derivatives, or call the function unjitted')
+    return [v.data if isinstance(v, Tensor) else v for v in ins]

@@ -14,8 +14,10 @@ class Names:
     """
 
     def __init__(self, taken=()):
-        self.last = dict.fromkeys(taken, 0)   # every name given out -> the last suffix tried with it as base
-        self.undo = None                      # in Graph.atomic: [(name, its suffix before, None if new)]
+        # every name given out -> the last suffix tried with it as base
+        self.last = dict.fromkeys(taken, 0)
+        # in Graph.atomic: [(name, its suffix before, None if new)]
+        self.undo = None
 
     def __call__(self, name, base='v'):
         if name:

@@ -29,8 +29,8 @@ import operator
 
 import numpy as np
 
-from .primitive import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, aval_of, bool_,
-                        normalize_axes, hooks, register_primitive)
+from .primitive import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, aval_of,
+                        bool_, normalize_axes, Value, register_primitive)
 from .validate import check_dtype
 from .dtypes import result_dtype, NEP50
 from .errors import InputError, ShapeError
@@ -41,8 +41,8 @@ prim = register_primitive       # every record below goes into core.PRIMITIVES
 
 def ew(name, impl, vjp=None, **flags) -> Primitive:
     """An elementwise primitive: a numpy ufunc (broadcasting, dtype promotion, an out= buffer)."""
-    return prim(name, impl, functools.partial(elementwise_rule, _op=name, _ufunc=impl), vjp, elementwise=True,
-                ufunc=impl.__name__, **flags)
+    rule = functools.partial(elementwise_rule, _op=name, _ufunc=impl)
+    return prim(name, impl, rule, vjp, elementwise=True, ufunc=impl.__name__, **flags)
 
 
 def _ndim(x):
@@ -69,20 +69,13 @@ def _sum_to_like_impl(g, ref):
     return g if g.dtype == dt else g.astype(dt)
 
 
-def _unbroadcast(g, x):     # speed: no sum_to_like call when nothing was broadcast
-    """sum_to_like(g, x), skipped when g already has x's shape and dtype: on the plain-numpy backward,
-    the recorded one (create_graph) and in graphs whose shapes are known (mg.gradients: no no-op node)."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape and g.dtype == x.dtype:
-        return g
-    if _same_kind(g, x) and g.dtype == x.dtype and g.shape == x.shape and _static(g.shape):
+def _unbroadcast(g, x):
+    """sum_to_like(g, x): the gradient of a broadcast input summed back to its shape. A graph (or a recorded
+    backward) gets no no-op node where both shapes are known and equal."""
+    if isinstance(g, Value) and isinstance(x, Value) and g.level == x.level and g.dtype == x.dtype \
+            and g.shape == x.shape and _static(g.shape):
         return g
     return sum_to_like(g, x)
-
-
-def _same_kind(g, x):
-    """Both Tensors (a recorded backward) or both Symbols (mg.gradients)."""
-    kinds = (hooks.tensor_type, hooks.symbol_type)
-    return any(isinstance(g, k) and isinstance(x, k) for k in kinds)
 
 
 def _static(shape):
@@ -95,7 +88,8 @@ def _like_rule(g, ref, **params):
 
 def _broadcast_like_impl(g, ref, axes=()):
     shape = np.shape(ref)
-    if axes:        # re-insert the reduced axes as size 1 (a cheap reshape instead of np.expand_dims)
+    # re-insert the reduced axes as size 1 (a cheap reshape instead of np.expand_dims)
+    if axes:
         gs = iter(np.shape(g))
         g = np.reshape(g, tuple(1 if i in axes else next(gs) for i in range(len(shape))))
     return np.broadcast_to(g, shape)
@@ -119,15 +113,17 @@ reshape_like = prim('reshape_like', lambda g, ref: np.reshape(g, np.shape(ref)),
 
 
 # ------------------------------------------------- elementwise arithmetic
-add = ew('add', np.add, lambda n, g, out, x, y: (        # x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
+# x + -0.0 is x exactly (x + 0.0 is not for x = -0.0)
+add = ew('add', np.add, lambda n, g, out, x, y: (
     _unbroadcast(g, x) if n[0] else None,
     _unbroadcast(g, y) if n[1] else None), saves_inputs=False)
 mul = ew('mul', np.multiply, lambda n, g, out, x, y: (
     _unbroadcast(mul(g, y), x) if n[0] else None,
     _unbroadcast(mul(g, x), y) if n[1] else None))
+# d/dy as PyTorch: -g * (x/y) / y
 div = ew('div', np.true_divide, lambda n, g, out, x, y: (
     _unbroadcast(div(g, y), x) if n[0] else None,
-    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True)   # PyTorch's -g * (x/y) / y
+    _unbroadcast(neg(mul(g, div(out, y))), y) if n[1] else None), saves_out=True)
 
 
 def _pow_vjp(n, g, out, x, y):
@@ -191,8 +187,8 @@ tanh = ew('tanh', np.tanh, _tanh_vjp, saves_out=True, saves_inputs=False)
 
 def _bool_condition(dtype):
     if dtype != bool_:
-        raise InputError(f'where: the condition must be bool, got dtype {dtype}; mg.where casts it (nonzero '
-                         f'is True, as numpy), or compare first: where(c != 0, x, y)')
+        raise InputError(f'where: the condition must be bool, got dtype {dtype}; mg.where casts it '
+                         f'(nonzero is True, as numpy), or compare first: where(c != 0, x, y)')
 
 
 def _where_rule(c, x, y):
@@ -201,35 +197,18 @@ def _where_rule(c, x, y):
     return Aval(shape, np.result_type(x.dtype, y.dtype))
 
 
-_BITS = {np.dtype('f2'): 'i2', np.dtype('f4'): 'i4', np.dtype('f8'): 'i8'}     # a float's bits as an int
-
-
 @functools.cache
 def zero_of(dtype) -> np.ndarray:
-    """A read-only 0-d zero of `dtype`: the tape's stand-ins view it, relu's mask and where compare with it."""
-    # speed: numpy compares or selects with it ~1 us sooner than with the int 0, which it converts every call
+    """A read-only 0-d zero of `dtype` (the tape's shape-only stand-ins are views of it)."""
     z = np.zeros((), dtype)
     z.flags.writeable = False
     return z
 
 
 def _where_impl(c, x, y):
-    """np.where(c, x, y); where(c, x, 0) of a float array by where_zero."""
-    _bool_condition(c.dtype if type(c) is np.ndarray else np.asarray(c).dtype)  # eager runs impls without the rule
-    if type(y) is int and y == 0 and type(x) is np.ndarray and x.dtype.kind == 'f':
-        return where_zero(c, x)
+    # eager runs impls without the rule
+    _bool_condition(c.dtype if type(c) is np.ndarray else np.asarray(c).dtype)
     return np.where(c, x, y)
-
-
-def where_zero(c, x):
-    """where(c, x, 0) of a float array x (relu and its VJP): np.where, or on big arrays a multiply (below)."""
-    # speed: x's bits times c, one branch-free pass and exact (+0.0 where c is False, inf and nan kept);
-    # np.where's branchy loop is 4-15x slower on big random masks
-    if x.size >= 2048 and type(c) is np.ndarray and c.shape == x.shape and (bits := _BITS.get(x.dtype)):
-        out = np.empty(x.shape, x.dtype)            # a fresh float array (not a view): it can become a .grad
-        np.multiply(x.view(bits), c, out=out.view(bits))
-        return out
-    return np.where(c, x, zero_of(x.dtype))         # the same result (a weak 0 takes x's dtype), sooner
 
 
 def _where_vjp(n, g, out, c, x, y):
@@ -256,11 +235,13 @@ less, equal = cmp('less', np.less), cmp('equal', np.equal)
 def _minus_one(dt, op):
     """-1 in dtype dt, wrapped as numpy wraps it (255 in uint8: x * 255 is numpy's -x there)."""
     if dt.kind == 'b':
-        raise ShapeError(f'{op}: numpy cannot negate bool values; use mg.equal(x, False) for not, or '
-                         f'.astype(mg.int64) first')
-    if NEP50 and dt.kind in 'if':       # a Python -1 keeps x's dtype (and prints as -1 on tapes and graphs)
+        raise ShapeError(f'{op}: numpy cannot negate bool values; use mg.equal(x, False) for not, '
+                         f'or .astype(mg.int64) first')
+    # a Python -1 keeps x's dtype (and prints as -1 on tapes and graphs)
+    if NEP50 and dt.kind in 'if':
         return -1
-    return np.array(-1).astype(dt)      # typed: numpy 1.x would widen a 0-d float32 times a Python -1
+    # typed: numpy 1.x would widen a 0-d float32 times a Python -1
+    return np.array(-1).astype(dt)
 
 
 def neg(x):
@@ -272,7 +253,8 @@ def sub(x, y):
     """x - y as x + (-y), with y first in the dtype numpy gives x - y (NEP 50): int8 - uint8 is int16,
     float32 - bool float32, uint8 - 1 wraps; bool - bool is refused, as numpy does."""
     dt = result_dtype(np.subtract, 'subtract', x, y)
-    if isinstance(y, (bool, int, float)):       # a weak Python scalar: negate it in Python when it fits
+    # a weak Python scalar: negate it in Python when it fits
+    if isinstance(y, (bool, int, float)):
         fits = dt.kind == 'f' or np.iinfo(dt).min <= -y <= np.iinfo(dt).max
         return add(x, -y if fits else mul(np.asarray(y, dt), _minus_one(dt, 'subtract')))
     ydt = aval_of(y).dtype
@@ -282,7 +264,8 @@ def sub(x, y):
 def flip(x):
     """An order-reversing bijection in x's dtype: -x for floats, ~x = -1 - x for integers (no overflow:
     -(-128) would stay -128 in int8), not x for bools. min(x) is flip(max(flip(x)))."""
-    if type(x) is float:            # a Python float stays one (weak: it keeps the other operand's dtype)
+    # a Python float stays one (weak: it keeps the other operand's dtype)
+    if type(x) is float:
         return -x
     dt = aval_of(x).dtype
     if dt.kind == 'b':
@@ -348,7 +331,8 @@ def kept_axes(x, axis, keepdims):
     if keepdims:
         return ()
     nd = _ndim(x)
-    if axis is None:       # a full reduction: a 0-d result broadcasts to any shape, even an unknown one
+    # a full reduction: a 0-d result broadcasts to any shape, even an unknown one
+    if axis is None:
         return () if nd is None else tuple(range(nd))
     return axis
 
@@ -386,12 +370,13 @@ def _reshape_rule(x, shape):
         rest = int(np.prod([d for d in shape if d != -1]))      # the elements the given dims hold
         if shape.count(-1) == 0:
             ok = rest == size
-        else:                                                   # one -1: it takes what the others leave
+        else:
+            # one -1: it takes what the others leave
             ok = shape.count(-1) == 1 and rest != 0 and size % rest == 0
         if not ok:
             raise ShapeError(f'reshape: cannot reshape {describe_aval(x)} ({size} elements) into '
-                             f'{fmt_shape(shape)}. The number of elements must stay the same; use -1 for '
-                             f'one dimension to let minigrad work it out.')
+                             f'{fmt_shape(shape)}. The number of elements must stay the same; '
+                             f'use -1 for one dimension to let minigrad work it out.')
         return Aval(tuple(size // rest if d == -1 else d for d in shape), x.dtype)
     return Aval(tuple(None if d == -1 else d for d in shape), x.dtype)
 
@@ -414,8 +399,8 @@ def _transpose_vjp(n, g, out, x, axes=None):
     return (transpose(g, axes=None if axes is None else tuple(np.argsort(axes).tolist())),)
 
 
-transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule, _transpose_vjp,
-                 view=True, saves_inputs=False)
+transpose = prim('transpose', lambda x, axes=None: np.transpose(x, axes), _transpose_rule,
+                 _transpose_vjp, view=True, saves_inputs=False)
 
 
 def _broadcast_to_rule(x, shape):
@@ -425,8 +410,8 @@ def _broadcast_to_rule(x, shape):
     # each dim of x must be 1 or the target (an unknown dim is assumed to fit: checked when it runs)
     fits = all(d in (None, 1, t) for d, t in zip(x.shape, shape[lead:]))
     if lead < 0 or not fits:
-        raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} to {fmt_shape(shape)}; '
-                         f'each dimension must equal the target or be 1')
+        raise ShapeError(f'broadcast_to: cannot broadcast {describe_aval(x)} '
+                         f'to {fmt_shape(shape)}; each dimension must equal the target or be 1')
     return Aval(tuple(shape), x.dtype)
 
 
@@ -484,7 +469,8 @@ def _getitem_rule(x, idx):
                 dim += 1
             elif isinstance(i, (int, np.integer, np.ndarray)):
                 i = np.asarray(i)
-                if i.dtype == np.bool_:         # a mask: its dims must match, it gives one dim of its count
+                # a mask: its dims must match, it gives one dim of its count
+                if i.dtype == np.bool_:
                     for k, d in enumerate(i.shape):
                         if shape[dim + k] not in (None, d):
                             raise IndexError(f'the boolean index has size {d} on axis {dim + k}, '
@@ -494,8 +480,8 @@ def _getitem_rule(x, idx):
                 elif i.dtype.kind in 'iu':
                     d = shape[dim]
                     if i.size and d is not None and not -d <= i.min() <= i.max() < d:
-                        raise IndexError(f'index {i.max() if i.max() >= d else i.min()} is out of bounds '
-                                         f'for axis {dim} with size {d}')
+                        raise IndexError(f'index {i.max() if i.max() >= d else i.min()} '
+                                         f'is out of bounds for axis {dim} with size {d}')
                     adv_shapes.append(i.shape)
                     dim += 1
                     if not arrays:
@@ -505,8 +491,8 @@ def _getitem_rule(x, idx):
                 adv_pos.append(pos)
                 adv_at = len(out) if adv_at is None else adv_at
             else:
-                raise IndexError('only integers, slices (`:`), ellipsis (`...`), None and integer or '
-                                 'boolean arrays are valid indices')
+                raise IndexError('only integers, slices (`:`), ellipsis (`...`), None and integer '
+                                 'or boolean arrays are valid indices')
         if adv_pos:
             at = adv_at if adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) else 0
             out[at:at] = np.broadcast_shapes(*adv_shapes)
@@ -546,15 +532,15 @@ def _matmul_rule(a, b):
     if a.shape is None or b.shape is None:
         return Aval(None, np.result_type(a.dtype, b.dtype))
     if len(a.shape) == 0 or len(b.shape) == 0:
-        raise ShapeError(f'matmul: both operands need at least one dimension; got {describe_aval(a)} '
-                         f'and {describe_aval(b)}. Use * for scaling by a scalar.')
+        raise ShapeError(f'matmul: both operands need at least one dimension; got '
+                         f'{describe_aval(a)} and {describe_aval(b)}. Use * for scaling by a scalar.')
     a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
     k1, k2 = a2[-1], b2[-2]
     if k1 is not None and k2 is not None and k1 != k2:
-        raise ShapeError(f'matmul: inner dimensions differ: a {fmt_shape(a.shape)} @ b {fmt_shape(b.shape)} '
-                         f'({k1} != {k2}). The last axis of a must match the '
-                         f'{"only" if len(b.shape) == 1 else "second-to-last"} axis of b; '
+        raise ShapeError(f'matmul: inner dimensions differ: a {fmt_shape(a.shape)} '
+                         f'@ b {fmt_shape(b.shape)} ({k1} != {k2}). The last axis of a must match '
+                         f'the {"only" if len(b.shape) == 1 else "second-to-last"} axis of b; '
                          f'transpose an operand (x.T) or fix the layer size.')
     batch = broadcast_shapes('matmul', a2[:-2], b2[:-2])
     rows = (a2[-2],) if len(a.shape) > 1 else ()       # a 1-D operand's added axis is dropped again
@@ -598,13 +584,6 @@ def _matmul_vjp(n, g, out, a, b):
 
 
 def _matmul_impl(a, b):
-    """np.matmul; a K=1 product as an outer product (below)."""
-    # speed: a K=1 product (x.T @ g at batch 1: an outer product) as a broadcast multiply, bit-for-bit (the same
-    # products; + 0.0 as matmul's sum starts from +0.0); np.matmul takes a non-BLAS loop there, 4x slower (MLP)
-    arrays = type(a) is type(b) is np.ndarray and a.ndim > 1 and b.ndim > 1
-    if arrays and a.shape[-1] == 1 == b.shape[-2] and a.shape[-2] * b.shape[-1] >= 4096:
-        out = np.multiply(a, b, order='C')
-        return np.add(out, 0.0, out=out) if out.dtype.kind == 'f' else out
     return np.matmul(a, b)
 
 
@@ -628,8 +607,8 @@ def _concat_rule(*xs, axis=0):
     for i in range(nd):
         known = {x.shape[i] for x in xs if x.shape[i] is not None}
         if i != ax and len(known) > 1:
-            raise ShapeError(f'concatenate: shapes {", ".join(fmt_shape(x.shape) for x in xs)} differ on '
-                             f'axis {i}; only the concatenation axis {axis} may differ')
+            raise ShapeError(f'concatenate: shapes {", ".join(fmt_shape(x.shape) for x in xs)} '
+                             f'differ on axis {i}; only the concatenation axis {axis} may differ')
     sizes = [x.shape[ax] for x in xs]
     shape = list(xs[0].shape)
     shape[ax] = None if None in sizes else sum(sizes)
@@ -647,7 +626,8 @@ def _concat_vjp(n, g, out, *xs, axis=0):
         if need:
             idx = (slice(None),) * ax + (slice(start, start + size),)
             gi = getitem(g, idx=idx)
-            dt = aval_of(x).dtype          # the result may be wider (int64 and float32 give float64)
+            # the result may be wider (int64 and float32 give float64)
+            dt = aval_of(x).dtype
             grads.append(gi if aval_of(gi).dtype == dt or dt.kind != 'f' else cast(gi, dtype=dt))
         else:
             grads.append(None)
@@ -655,8 +635,8 @@ def _concat_vjp(n, g, out, *xs, axis=0):
     return tuple(grads)
 
 
-concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule, _concat_vjp,
-                   saves_inputs=False)
+concatenate = prim('concatenate', lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concat_rule,
+                   _concat_vjp, saves_inputs=False)
 
 
 stop_gradient = prim('stop_gradient', lambda x: x, lambda x: x, None, elementwise=True, view=True,

@@ -4,11 +4,13 @@ A primitive is one record: a numpy implementation, a shape/dtype rule and a
 vector-Jacobian product written in minigrad ops. `apply` is the only place that
 decides *how* a primitive runs, by looking at its arguments (no global mode):
 
-* any argument is a Symbol  -> the graph builder adds a node       (graph.py)
-* any argument is a Tensor  -> compute now and record on the tape  (tensor.py)
-* any argument is a Dual     -> compute primal and tangent (forward mode, forward.py)
-* any argument is a Batched  -> apply the batching rule (vmap, batching.py); the innermost level wins
-* only numpy values          -> just compute (used by VJPs during a plain backward)
+* a Tensor (level 1)         -> compute now and record on the tape  (tensor.py)
+* a Symbol (level 2)         -> the graph builder adds a node       (graph.py)
+* a Dual or a Batched (3+)   -> forward mode or vmap (transforms/); the innermost level wins
+* only numpy values          -> just compute (the VJPs during a plain backward)
+
+Each value kind subclasses `Value` and says how it applies a primitive; the argument with the highest
+level decides (Autodidax's levels), so there is no mode flag and no registry of interpreters.
 """
 from __future__ import annotations
 
@@ -59,19 +61,19 @@ class Primitive:
                  'doc', 'ufunc', 'view', 'emit', 'unit', 'zero', 'compose', 'lower', 'decompose', 'match',
                  'jvp', 'onnx', 'kernel', 'batch', '__weakref__')
 
-    def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None, *,
-                 kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
-                 saves_inputs: bool | tuple = True,
-                 multiple_results: bool = False, doc: str = '', ufunc: str | None = None, view=False,
-                 emit: Callable | None = None, unit=None, zero=None, compose: Callable | None = None,
-                 lower: Callable | None = None, decompose: Callable | None = None, match: Callable | None = None,
-                 jvp: Callable | None = None, onnx: Callable | None = None, kernel: Callable | None = None,
-                 batch: Callable | None = None):
+    def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None,
+                 *, kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
+                 saves_inputs: bool | tuple = True, multiple_results: bool = False, doc: str = '',
+                 ufunc: str | None = None, view=False, emit: Callable | None = None, unit=None,
+                 zero=None, compose: Callable | None = None, lower: Callable | None = None,
+                 decompose: Callable | None = None, match: Callable | None = None,
+                 jvp: Callable | None = None, onnx: Callable | None = None,
+                 kernel: Callable | None = None, batch: Callable | None = None):
         if kind not in ('primitive', 'node', 'compiler'):
             raise MinigradError(f"Primitive {name!r}: kind must be 'primitive', 'node' or 'compiler', got {kind!r}")
         if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
-            raise MinigradError(f'register_primitive: the name must be an identifier (letters, digits, _), got '
-                                f'{name!r}; names reach generated code and drawings')
+            raise MinigradError(f'register_primitive: the name must be an identifier (letters, digits, _), '
+                                f'got {name!r}; names reach generated code and drawings')
         if ufunc is not None and not (isinstance(ufunc, str) and re.fullmatch(r'[a-z_][a-z0-9_]*', ufunc)
                                       and isinstance(getattr(np, ufunc, None), np.ufunc)):
             raise MinigradError(f'Primitive {name!r}: ufunc must name a numpy ufunc (such as \'add\'), got {ufunc!r}')
@@ -95,7 +97,8 @@ class Primitive:
     def __repr__(self):
         return f'<{self.kind} {self.name}>'
 
-    def __reduce__(self):               # a record is its name: pickle and deepcopy find the registered one
+    # a record is its name: pickle and deepcopy find the registered one
+    def __reduce__(self):
         return op_named, (self.name,)
 
 
@@ -109,12 +112,12 @@ def refuse_pickle(what: str, instead: str):
 def op_named(name: str) -> Primitive:
     """The registered record called `name` (what unpickling a graph looks up)."""
     if name not in OPS:
-        raise MinigradError(f'no op {name!r} is registered here: register it (mg.register_primitive) before '
-                            f'loading a graph that uses it')
+        raise MinigradError(f'no op {name!r} is registered here: register it '
+                            f'(mg.register_primitive) before loading a graph that uses it')
     return OPS[name]
 
 
-OPS: dict[str, Primitive] = {}          # every record, by name: primitives, node kinds, compiler ops
+OPS: dict[str, Primitive] = {}          # every record by name: primitives, node kinds, compiler ops
 PRIMITIVES: dict[str, Primitive] = {}   # the primitives alone (what has its own derivative rules)
 
 
@@ -137,63 +140,63 @@ def register_primitive(name: str, impl: Callable, shape_rule: Callable, vjp: Cal
     return prim
 
 
-# ---------------------------------------------------------------- dispatch
-# graph.py and tensor.py plug their interpreters in here, viz its drawer: lower layers never import upper ones.
+# ---------------------------------------------------------------- dispatch by value kind
+class Value:
+    """What every value kind is (Autodidax's Tracer): a ``level`` and its own way to apply a primitive.
+
+    Tensor (the tape, level 1), Symbol (a graph, level 2), and the transformations' values (Dual of
+    forward mode, Batched of vmap: levels 3 and up, the innermost highest). `apply` hands a primitive
+    to its highest-level argument; raw arrays and numbers run the primitive's impl."""
+    __slots__ = ()
+    level = 0
+    kinds: list = []                    # every value kind, in the order the classes were defined
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        Value.kinds.append(cls)
+
+    def apply(self, prim: Primitive, args: tuple, params: dict):
+        raise NotImplementedError(f'{type(self).__name__} does not say how to apply a primitive')
+
+    def graph_error(self) -> Exception:
+        """Why this value cannot become part of a graph (Graph.lift raises it)."""
+        return MinigradError(f'a {type(self).__name__} cannot become part of a graph')
+
+    @classmethod
+    def cond_rule(cls, pred, true_fn, false_fn):
+        """mg.cond the kind's own way (vmap runs both branches and selects), or NotImplemented."""
+        return NotImplemented
+
+    @classmethod
+    def while_rule(cls, cond, body, values, loop_vars, single, limit, name):
+        """mg.while_loop the kind's own way (vmap: while any example's condition holds), or NotImplemented."""
+        return NotImplemented
+
+
 class _Hooks:
-    symbol_type: type = type(None)       # graph.Symbol
-    tensor_type: type = type(None)       # tensor.Tensor
-    graph_apply: Callable = None         # (prim, args, params) -> Symbol | tuple
-    eager_apply: Callable = None         # (prim, args, params) -> Tensor
-    eager_relu: Callable = None          # Tensor -> Tensor: relu on the tape (tensor.py)
-    dual_type: type = type('NoDual', (), {})   # forward.Dual (never None: None is a valid argument)
-    dual_apply: Callable = None          # (prim, args, params) -> Dual | value
-    batch_type: type = type('NoBatched', (), {})   # batching.Batched (vmap's values)
-    batch_apply: Callable = None         # (prim, args, params) -> Batched
-    batch_cond: Callable = None          # mg.cond / mg.while_loop under mg.vmap (batching.py)
-    batch_while: Callable = None
-    vmap_active: Callable = staticmethod(lambda: False)
-    lift: Callable = None                # plain data -> Tensor (tensor.py)
-    display: Callable = staticmethod(lambda obj: {'text/plain': repr(obj)})  # Jupyter's view; viz plugs its drawer in
+    """What lower modules need from upper ones without importing them (not dispatch)."""
+    # plain data -> Tensor: tensor.py (mg.exp([1, 2]) is a Tensor)
+    lift: Callable = None
+    # Jupyter's view; viz plugs its drawer in
+    display: Callable = staticmethod(lambda obj: {'text/plain': repr(obj)})
 
 
 hooks = _Hooks()
 
 
-_RAW = {np.ndarray, float, int, bool, np.float32, np.float64, np.int64, np.bool_, type(None)}
-
-
 def apply(prim: Primitive, *args, **params):
-    """Run `prim` on `args` with the interpreter the arguments call for."""
-    eager = False
-    for a in args:                       # speed: raw numpy arguments (VJPs in a plain backward) skip dispatch,
-        if type(a) not in _RAW:          # and so do Tensors among them (the tape's ops from functional.py)
-            if type(a) is not hooks.tensor_type:
-                break
-            eager = True
-    else:
-        if eager:
-            return hooks.eager_apply(prim, args, params)
-        try:
-            return prim.impl(*args, **params)
-        except MinigradError:
-            raise
-        except Exception as e:          # raw numpy path: still give a readable error
-            raise shape_error(prim, args, params, e) from None
-    eager = symbolic = False
-    top = None                           # the innermost transformation's value (Dual or Batched) decides
+    """Run `prim` on `args` the way its highest-level argument says (raw values: its impl)."""
+    top = None
     for a in args:
-        if isinstance(a, (hooks.dual_type, hooks.batch_type)):
-            top = a if top is None or a.level > top.level else top
-        elif isinstance(a, hooks.symbol_type):
-            symbolic = True
-        elif isinstance(a, hooks.tensor_type):
-            eager = True
-    if top is not None:                  # forward mode / vmap, among Tensors or Symbols too (W @ x in mg.jvp)
-        return (hooks.dual_apply if isinstance(top, hooks.dual_type) else hooks.batch_apply)(prim, args, params)
-    if symbolic:
-        return hooks.graph_apply(prim, args, params)
-    if eager:
-        return hooks.eager_apply(prim, args, params)
+        if isinstance(a, Value) and (top is None or a.level > top.level):
+            top = a
+    if top is None:
+        return run_impl(prim, args, params)
+    return top.apply(prim, args, params)
+
+
+def run_impl(prim: Primitive, args, params):
+    """prim's numpy impl on raw values; a numpy failure becomes an error naming the op."""
     try:
         return prim.impl(*args, **params)
     except MinigradError:
@@ -230,8 +233,6 @@ def topo_order(roots, inputs_of: Callable, key: Callable) -> list:
 # ---------------------------------------------------------------- shape rules
 def aval_of(x) -> Aval:
     """The abstract value (shape, dtype) of a Tensor, Symbol, array or Python scalar."""
-    if type(x) is hooks.tensor_type:     # speed: a Tensor's array read directly (the tape's composites ask often)
-        x = x.data
     if type(x) is np.ndarray:
         return Aval(x.shape, x.dtype)
     if isinstance(x, (bool, np.bool_)):
@@ -279,11 +280,11 @@ def broadcast_shapes(op: str, *shapes, args=None) -> tuple | None:
         dims = [s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0]
         known = {d for d in dims if d is not None and d != 1}
         if len(known) > 1:
-            what = ', '.join(describe(a) for a in args) if args is not None else \
-                ' and '.join(fmt_shape(s) for s in shapes)
-            raise ShapeError(f'{op}: shapes {" and ".join(fmt_shape(s) for s in shapes)} cannot be '
-                             f'broadcast together (axis {i - nd}: sizes {sorted(known)}). Inputs: {what}. '
-                             f'Make the sizes equal or 1 (reshape, or add an axis with x[:, None]).')
+            shown = ' and '.join(fmt_shape(s) for s in shapes)
+            what = ', '.join(describe(a) for a in args) if args is not None else shown
+            raise ShapeError(f'{op}: shapes {shown} cannot be broadcast together (axis {i - nd}: '
+                             f'sizes {sorted(known)}). Inputs: {what}. Make the sizes equal or 1 '
+                             f'(reshape, or add an axis with x[:, None]).')
         if known:
             out.append(known.pop())
         elif any(d is None for d in dims):
@@ -316,11 +317,13 @@ def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
         prim.shape_rule(*[aval_of(a) for a in args], **params)
     except MinigradError as e:
         return e
-    except (ValueError, IndexError, TypeError, OverflowError) as e:   # the rule cannot judge them either: say both
+    # the rule cannot judge them either: say both
+    except (ValueError, IndexError, TypeError, OverflowError) as e:
         exc = exc if isinstance(exc, OverflowError) else \
             f'{type(exc).__name__}: {exc} (and its shape rule: {type(e).__name__}: {e})'
     what = ', '.join(describe(a) for a in args)
-    if isinstance(exc, OverflowError):      # a Python int too big for the dtype (numpy 2 refuses it too)
+    # a Python int too big for the dtype (numpy 2 refuses it too)
+    if isinstance(exc, OverflowError):
         return InputError(f'{prim.name}: a number is out of range for the dtype of {what}: {exc}; use a '
                           f'wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
     return ShapeError(f'{prim.name}: numpy could not compute it for {what} '

@@ -6,34 +6,7 @@ where that input came from (another TapeNode, a leaf Tensor, or None). It never
 refers to its own output Tensor, so the graph has no reference cycles and is
 freed by reference counting as soon as the last Tensor using it goes away.
 
-Speed shortcuts. The tape's reading path is the plain one; a few places take a faster route that
-computes the same thing, each marked ``# speed:`` where it is, and each kept because a case of
-``python -m minigrad.bench`` (tape rows: the 30-op chain at 4x4 .. 1024x1024, the MLP step) slows
-down without it (factoring out the first two alone cost 17 % at 4x4):
-
-1. tensor.py ``_result`` (eager_apply's result): ``Tensor._make`` and ``TapeNode(...)`` inlined (chain, small sizes);
-2. tensor.py ``_unpack``: the two-operand case unrolled (chain, small sizes);
-3. tensor.py ``_binop`` / ``__sub__`` / ``__neg__``: Tensor operators go straight to ``eager_apply``
-   for plain operands, and float ``x - c`` is ``x + (-c)`` (chain, every size);
-4. tensor.py ``_accumulate_leaves``: a fresh gradient array becomes ``.grad`` without a copy (MLP);
-5. core.py ``apply``: raw numpy arguments (the VJPs during a plain backward) skip dispatch, and so do Tensors among
-   them, on to the eager interpreter (chain; MLP: the ops log_softmax is made of);
-6. ops.py ``_unbroadcast``: no ``sum_to_like`` call when nothing was broadcast (chain, MLP);
-7. ops.py ``where_zero``: ``where(c, x, 0)`` as x's bits times c, exact (chain at 64x64 .. 1024x1024,
-   MLP: relu and its VJP; 4-15x faster than ``np.where``, and no isfinite pass as its float ``x * c`` needed);
-8. functional.py ``relu``: a Tensor goes straight to the tape's relu, ``_eager_relu`` (MLP);
-9. ops.py ``_matmul_impl``: a K=1 product (``x.T @ g``, an outer product) as a broadcast multiply, bit-for-bit
-   (MLP step at batch 1: numpy's matmul takes a non-BLAS loop there, 4x slower at 784x256).
-10. tensor.py ``_eager_relu``: relu's mask ``0 < x`` a plain array, not a Tensor made by ``eager_apply``, and
-   where's TapeNode made directly by ``_result`` (no ``_unpack``, no where dispatch) (chain, MLP: issue 37).
-11. ops.py ``zero_of``: relu's mask and ``where(c, x, 0)`` below 2,048 elements take a cached 0-d zero of x's
-   dtype, not the int 0 numpy converts on every call (chain, MLP: ``mg.relu`` 7-11 % faster, issue 37).
-12. tensor.py ``_tape_order``: the walk backward() starts with reads TapeNode.parents in place, where
-   ``core.topo_order`` (the one walk of graphs) calls back for each vertex's inputs and its sort key (chain: 3x faster).
-13. core.py ``aval_of``: a Tensor's or an array's shape and dtype read directly (MLP: log_softmax and neg ask for
-   them; log_softmax on the tape 23 % faster with item 5's Tensor path and ``_unpack``'s one loop, issue 37).
-
-One memory rule (not a shortcut: PyTorch's tape keeps no such input either): an op whose result has 64 KiB
+One memory rule (PyTorch's tape keeps no such input either): an op whose result has 64 KiB
 or more keeps, of the inputs its VJP reads only the shape and dtype of (``saves_inputs``: add's, the x and y
 of where, ...), a stand-in with no memory (``_stand_ins``). Keeping them doubled the chain's live memory and
 its page faults made the tape 1.4-2x slower at 256x256 and 1024x1024.
@@ -164,25 +137,7 @@ def is_grad_enabled() -> bool:
     return state.grad_enabled
 
 
-_NUMBER = {float, int, np.float32, np.float64}
 _VALUE_BASED = not dtypes.NEP50       # numpy 1.x promotes Python ints by value
-_PLAIN = _NUMBER | {np.ndarray, bool}
-
-
-
-def _binop(prim, plain=_PLAIN, reflected=False):     # speed: plain operands skip core.apply's dispatch
-    """A Tensor operator: eager_apply directly for plain operands, core.apply (dispatch) otherwise."""
-    if reflected:
-        def op(self, o):
-            if type(o) in plain:
-                return eager_apply(prim, (o, self), {})
-            return core.apply(prim, o, self)
-    else:
-        def op(self, o):
-            if type(o) in plain or isinstance(o, Tensor):
-                return eager_apply(prim, (self, o), {})
-            return core.apply(prim, self, o)
-    return op
 
 
 class Rebinds:
@@ -191,7 +146,7 @@ class Rebinds:
     count = 0
 
 
-class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin):
+class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin, core.Value):
     """An eager value that can record how it was computed.
 
     >>> import minigrad as mg
@@ -203,6 +158,7 @@ class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin):
     __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '_version', '__weakref__')
 
     __array_ufunc__ = None          # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
+    level = 1                       # the tape: a Tensor in a graph op is a constant, in a transformation a value
     __hash__ = object.__hash__      # == is elementwise, hashing is by identity (as in PyTorch)
 
     def __init__(self, data, dtype=None, requires_grad=False, name=None):
@@ -293,30 +249,18 @@ class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin):
                     node.saved = node.out = None
             _accumulate_leaves(leaves, ct, create_graph)
 
-    # -- operators: a fast path straight into the eager interpreter when the other operand is
-    #    a Tensor, a number or an array (anything else, e.g. a Symbol, goes through core.apply)
-    __add__, __radd__ = _binop(P.add), _binop(P.add, reflected=True)
-    __mul__, __rmul__ = _binop(P.mul), _binop(P.mul, reflected=True)
-    __truediv__, __matmul__ = _binop(P.div), _binop(P.matmul, {np.ndarray})
-    __gt__, __lt__ = _binop(P.less, reflected=True), _binop(P.less)
+    def apply(self, prim, args, params):
+        return eager_apply(prim, args, params)
 
-    def __sub__(self, o):
-        if type(o) in _NUMBER and self.data.dtype.kind == 'f':      # speed: x + (-o) is x - o for floats
-            return eager_apply(P.add, (self, -o), {})
-        if isinstance(o, Tensor) and self.data.dtype.kind == 'f' and o.data.dtype.kind == 'f':
-            return eager_apply(P.add, (self, eager_apply(P.mul, (o, -1), {})), {})
-        return OpsMixin.__sub__(self, o)      # numpy's dtype rules (NEP 50): ops.sub
-
-    def __neg__(self):                  # speed: floats straight to eager_apply (else ops.neg's dtype rules)
-        return eager_apply(P.mul, (self, -1), {}) if self.data.dtype.kind == 'f' else P.neg(self)
 
 def _to_array(data, dtype=None) -> np.ndarray:
     if isinstance(data, Tensor):
         data = data.data
     elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
         data = [d.data if isinstance(d, Tensor) else d for d in data]
-    if isinstance(data, core.hooks.symbol_type):
-        raise GraphError('cannot make a Tensor from a Symbol: a Symbol has no value until Session.run')
+    if isinstance(data, core.Value):
+        raise GraphError(f'cannot make a Tensor from a {type(data).__name__}: a Symbol has no value until '
+                         f'Session.run')
     return validate.value_array(data, 'mg.tensor', dtype)
 
 
@@ -342,29 +286,15 @@ def eager_apply(prim, args, params):
 
 def _result(prim, args, params, vals, parents, out):
     """The Tensor holding prim's result out, with a TapeNode when some input needs a gradient."""
-    t = _new(Tensor)                    # speed: Tensor._make inlined (one of the tape's hottest lines)
-    t.data, t.grad, t.name, t.grad_fn, t._requires_grad, t._version = out, None, None, None, False, 0
+    t = Tensor._make(out)
     if parents is not None and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
-        node = t.grad_fn = _new(TapeNode)   # speed: TapeNode(...) inlined
-        node.prim, node.params, node.parents, node.saved, node.retained = prim, params, parents, vals, None
-        node.out, node.seq = out if prim.saves_out else None, next_seq()
-        t._requires_grad = True
         if out.nbytes >= STAND_IN_BYTES and prim.saves_inputs is not True and not prim.saves_out:
-            node.saved = _stand_ins(prim, vals)     # memory: keep no big input the VJP reads only the shape of
+            vals = _stand_ins(prim, vals)       # memory: keep no big input the VJP reads only the shape of
+        t.grad_fn = TapeNode(prim, params, parents, vals, out if prim.saves_out else None)
+        t._requires_grad = True
     if state.tapes:
         _record(prim.name, args, params, t)
     return t
-
-
-def _eager_relu(x):
-    """mg.relu on a Tensor: where(0 < x, x, 0), as functional.relu writes it."""
-    d = x.data
-    if d.dtype.kind != 'f' or state.tapes:      # a tape records: a trace sees the less as an op
-        return eager_apply(P.where, (eager_apply(P.less, (0, x), {}), x, 0), {})
-    # speed: the mask a plain array, not a Tensor made by eager_apply; where's edges and value made here
-    c = np.less(P.zero_of(d.dtype), d)
-    return _result(P.where, (c, x, 0), {}, [c, d, 0], (None, x.grad_fn or x, None) if x._requires_grad else None,
-                   P.where_zero(c, d))
 
 
 STAND_IN_BYTES = 1 << 16
@@ -383,29 +313,12 @@ def is_stand_in(v) -> bool:
     return type(v) is np.ndarray and v.base is not None and v.base is P.zero_of(v.dtype)
 
 
-# speed: the tape's hot path (its per-op cost is what `python -m minigrad.bench` measures as 'tape')
 def _unpack(args):
     """The input arrays, and an edge per input: the TapeNode that made it, the leaf Tensor, or None
     (no gradient needed); the edges are None when no input needs a gradient."""
-    if len(args) == 2:                  # speed: the common case unrolled (the tape's hottest function)
-        a, b = args
-        if isinstance(a, Tensor):
-            va, pa = a.data, (a.grad_fn or a) if a._requires_grad else None
-        else:
-            va, pa = a, None
-        if isinstance(b, Tensor):
-            vb, pb = b.data, (b.grad_fn or b) if b._requires_grad else None
-        else:
-            vb, pb = b, None
-        return (va, vb), ((pa, pb) if pa is not None or pb is not None else None)
-    vals, parents, needed = [], [], False
-    for a in args:
-        t = isinstance(a, Tensor)
-        vals.append(a.data if t else a)
-        p = (a.grad_fn or a) if t and a._requires_grad else None
-        parents.append(p)
-        needed = needed or p is not None
-    return vals, (tuple(parents) if needed else None)
+    vals = [a.data if isinstance(a, Tensor) else a for a in args]
+    parents = [(a.grad_fn or a) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
+    return vals, (tuple(parents) if any(p is not None for p in parents) else None)
 
 
 def _accumulate_leaves(leaves, ct, create_graph):
@@ -413,14 +326,9 @@ def _accumulate_leaves(leaves, ct, create_graph):
     given = set()
     for leaf in leaves:
         g = ct.get(id(leaf))
-        if g is None:
-            continue
-        if leaf.grad is None and type(g) is np.ndarray and g.base is None and g.dtype == leaf.data.dtype \
-                and id(g) not in given and g.flags.writeable:   # speed: a fresh array becomes .grad as it is
-            leaf.grad = Tensor._make(g)
-        else:
+        if g is not None:
             _accumulate(leaf, g, create_graph, copy=id(g) in given)
-        given.add(id(g))
+            given.add(id(g))
 
 
 def _record(op, args, params, out):
@@ -430,11 +338,6 @@ def _record(op, args, params, out):
             tape.entries.append(TapeEntry(op, args, params, out, not state.grad_enabled))
 
 
-_new = object.__new__
-
-
-core.hooks.tensor_type = Tensor
-core.hooks.eager_apply, core.hooks.eager_relu = eager_apply, _eager_relu
 core.hooks.lift = lambda data: Tensor._make(_to_array(data))
 
 
@@ -527,20 +430,10 @@ def _call_vjp(node, g, create_graph=False):
 
 
 def _tape_order(root: TapeNode) -> tuple[list, list]:
-    """Nodes reachable from root, consumers first, and the leaf Tensors reached (first seen first)."""
-    # speed: core.topo_order's walk with the tape's edges read in place (no callbacks; 3x faster on the chain)
-    nodes, leaves, seen, stack = [root], [], {id(root)}, [root]
-    while stack:
-        for p in stack.pop().parents:
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                if type(p) is TapeNode:
-                    nodes.append(p)
-                    stack.append(p)
-                else:
-                    leaves.append(p)
-    nodes.sort(key=_SEQ, reverse=True)  # sequence numbers are creation order: a topological order
-    return nodes, leaves
+    """Nodes reachable from root, consumers first, and the leaf Tensors reached."""
+    nodes = core.topo_order([root], lambda n: [p for p in n.parents if type(p) is TapeNode], _SEQ)[::-1]
+    leaves = {id(p): p for n in nodes for p in n.parents if isinstance(p, Tensor)}
+    return nodes, list(leaves.values())
 
 
 _SEQ = operator.attrgetter('seq')

@@ -18,15 +18,16 @@ def value_array(data, what: str, dtype=None) -> np.ndarray:
     [1, 2]
     """
     if data is None or isinstance(data, (str, bytes, dict, set)):
-        raise InputError(f'{what}: expected a number, a bool, a (nested) list of them or a numpy array, '
-                         f'got {type(data).__name__} {str(data)[:40]!r}')
+        raise InputError(f'{what}: expected a number, a bool, a (nested) list of them '
+                         f'or a numpy array, got {type(data).__name__} {str(data)[:40]!r}')
     try:
         arr = np.array(data, dtype=dtype)
     except (ValueError, TypeError, OverflowError) as e:   # ragged lists, huge ints, unknown dtypes
         raise InputError(f'{what}: cannot make an array of {type(data).__name__} {str(data)[:40]!r}'
                          + (f' as {dtype}' if dtype is not None else '') + f': {e}') from None
     if arr.dtype.kind not in 'biuf':
-        raise InputError(f'{what}: got values of dtype {arr.dtype}; expected bool, integer or float values')
+        raise InputError(f'{what}: got values of dtype {arr.dtype}; '
+                         f'expected bool, integer or float values')
     return arr
 
 
@@ -49,10 +50,12 @@ def check_shape(shape, what: str, unknown=False) -> tuple:
     >>> check_shape((2, None), 'mg.placeholder: shape', unknown=True)
     (2, None)
     """
-    dims = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
+    one_int = isinstance(shape, (int, np.integer)) and not isinstance(shape, bool)
+    dims = (shape,) if one_int else shape
     if not isinstance(dims, (tuple, list)):
         raise InputError(f'{what}: expected a tuple of ints, got {type(shape).__name__} {shape!r}')
-    return tuple(None if unknown and d is None else check_int(d, f'{what} {shape!r}', low=0) for d in dims)
+    return tuple(None if unknown and d is None else check_int(d, f'{what} {shape!r}', low=0)
+                 for d in dims)
 
 
 def check_dtype(dtype, what: str) -> np.dtype:
@@ -62,8 +65,8 @@ def check_dtype(dtype, what: str) -> np.dtype:
     except (TypeError, ValueError):
         dt = None
     if dt is None or dt.kind not in 'biuf':
-        raise InputError(f'{what}: expected a bool, integer or float dtype (mg.float32, mg.int64, ...), '
-                         f'got {dtype!r}')
+        raise InputError(f'{what}: expected a bool, integer or float dtype '
+                         f'(mg.float32, mg.int64, ...), got {dtype!r}')
     return dt
 
 

@@ -1,4 +1,4 @@
-"""The exercise hints, one table per task (issue 32): kept here, not in the check cells, so that a hint is read
+"""The exercise hints, one table per task, kept here, not in the check cells, so that a hint is read
 only when it is given. minigrad.checks picks the level: 'nudge' (a failure with no detected mistake), the
 nudge named by the mistake a test detected, and 'more' (the same failure again, or ``hint(task)``).
 No entry is solution code or the exact formula (tests/test_checks.py scans them against solutions/).

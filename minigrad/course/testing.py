@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import hooks
 from ..compiler import compile as compile_program
 from ..core.graph import Graph, constant, gradients, placeholder
 from ..session import Session
@@ -22,7 +21,7 @@ __all__ = ['numerical_grad', 'gradcheck', 'assert_modes_agree']
 
 
 def _array(x) -> np.ndarray:
-    return np.asarray(x.data if isinstance(x, hooks.tensor_type) else x)
+    return np.asarray(x.data if isinstance(x, Tensor) else x)
 
 
 def _as_float64(x) -> np.ndarray:

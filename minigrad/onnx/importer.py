@@ -231,7 +231,8 @@ def _no_erf(xs, a):
                         "export GELU as nn.GELU(approximate='tanh'), which needs only Tanh")
 
 
-# ONNX operators a small PyTorch model exports to, onto minigrad's public composites (issue 35)
+# The ONNX operators torch.onnx.export writes for a small PyTorch model (Gemm, Sigmoid, Softmax, ...), each
+# mapped onto minigrad's public composites, so a model trained in PyTorch imports as an ordinary graph
 TORCH_OPS = {
     'Gemm': _import_gemm, 'Neg': lambda xs, a: [F.negative(xs[0])], 'Abs': lambda xs, a: [F.abs(xs[0])],
     'Sqrt': lambda xs, a: [F.sqrt(xs[0])], 'Sigmoid': lambda xs, a: [F.sigmoid(xs[0])],

@@ -16,10 +16,13 @@ import threading
 import numpy as np
 
 from ..core import primitive as core, ops as P
-from ..core.control import COND, replay, while_loop
+from ..core.control import COND, while_loop
+from ..core.interpreter import replay
+from ..core.graph import Symbol
 from ..core.primitive import Aval, aval_of, describe, fmt_shape, normalize_axes
-from ..core.errors import MinigradError
+from ..core.errors import GraphError, MinigradError
 from ..core.functional import OpsMixin
+from ..pytree import flatten, unflatten
 from .forward import _levels
 
 
@@ -27,8 +30,9 @@ class BatchError(MinigradError):
     """vmap cannot batch this: an op without a batching rule, a bad in_axes, or a batched predicate."""
 
 
-class Batched(OpsMixin):
-    """A batch of values along axis 0 of ``val``, seen as one example at vmap ``level``."""
+class Batched(OpsMixin, core.Value):
+    """A batch of values along axis 0 of ``val``, seen as one example at vmap ``level`` (above Tensors and
+    Symbols; nested vmaps and jvps get higher levels)."""
     __slots__ = ('val', 'level')
     __array_ufunc__ = None          # ndarray + Batched -> Batched.__radd__
     __hash__ = object.__hash__
@@ -51,8 +55,28 @@ class Batched(OpsMixin):
     def __repr__(self):
         return f'Batched({self.val!r})'
 
+    def apply(self, prim, args, params):
+        return batch_apply(prim, args, params)
 
-_VALUES = (core.hooks.tensor_type, core.hooks.symbol_type, core.hooks.dual_type, Batched)
+    def graph_error(self):
+        return GraphError('a value batched by mg.vmap cannot enter the sub-graph of a mg.cond / mg.while_loop whose '
+                          'predicate is not batched; make the predicate per example (then vmap selects between '
+                          'both branches) or use mg.where')
+
+    @classmethod
+    def cond_rule(cls, pred, true_fn, false_fn):
+        """A predicate per example, or branches that may see batched values: both branches, then select."""
+        if isinstance(pred, Batched) or isinstance(pred, Symbol) and vmap_active():
+            return batch_cond(pred, true_fn, false_fn)
+        return NotImplemented
+
+    @classmethod
+    def while_rule(cls, cond, body, values, loop_vars, single, limit, name):
+        """Under mg.vmap: the loop runs while any example's condition holds."""
+        return batch_while(cond, body, values, loop_vars, single, limit, name) if vmap_active() else NotImplemented
+
+
+_VALUES = core.Value
 
 
 def _rank(v, batched):
@@ -236,11 +260,14 @@ def batch_cond(pred, true_fn, false_fn):
     """mg.cond under vmap: both branches run on the whole batch, then each example takes its branch's
     values (as jax.vmap of lax.cond with a batched predicate); where() batches like any op."""
     p = P.reshape(pred, shape=())
-    ts, rebuild = flatten(true_fn())
-    fs = flatten(false_fn())[0]
+    ts, tree = flatten(true_fn())
+    fs, false_tree = flatten(false_fn())
     if len(ts) != len(fs):
         raise BatchError(f'cond: the branches return {len(ts)} and {len(fs)} values; both must return the same')
-    return rebuild([P.where(p, a, b) for a, b in zip(ts, fs)])
+    if false_tree != tree:          # (dicts in another key order would pair the wrong values)
+        raise BatchError(f'cond: the branches return different structures, {tree} and {false_tree}; both must '
+                         f'return the same containers (dict keys in the same order)')
+    return unflatten(tree, [P.where(p, a, b) for a, b in zip(ts, fs)])
 
 
 class _Active(threading.local):
@@ -320,21 +347,21 @@ def vmap(fn, in_axes=0, out_axes=0):
         level, size, ins = _levels.depth, None, []
         try:
             for i, (a, ax) in enumerate(zip(args, axes)):
-                leaves, rebuild = flatten(a)
+                leaves, tree = flatten(a)
                 vals = []
                 for leaf in leaves:
                     v, size = _move_in(leaf, ax, i, size)
                     vals.append(v if ax is None else Batched(v, level))
-                ins.append(rebuild(vals))
+                ins.append(unflatten(tree, vals))
             with scope((level, size)):
                 out = fn(*ins)
         finally:
             _levels.depth -= 1
-        leaves, rebuild = flatten(out)
+        leaves, tree = flatten(out)
         outs = out_axes if isinstance(out_axes, (tuple, list)) else [out_axes] * len(leaves)
         if len(outs) != len(leaves):
             raise BatchError(f'vmap: out_axes has {len(outs)} entries but fn returned {len(leaves)} values')
-        return rebuild([_move_out(o, level, size, ax) for o, ax in zip(leaves, outs)])
+        return unflatten(tree, [_move_out(o, level, size, ax) for o, ax in zip(leaves, outs)])
     return batched
 
 
@@ -381,30 +408,6 @@ def _move_out(o, level, size, ax):
     return _move(o, 0, ax % rank)
 
 
-def flatten(tree):
-    """The leaves of a (nested) dict/list/tuple and a function that rebuilds it from new leaves.
-
-    >>> leaves, rebuild = flatten({'w': 1, 'b': [2, 3]}); leaves, rebuild([4, 5, 6])
-    ([2, 3, 1], {'b': [4, 5], 'w': 6})
-    """
-    if isinstance(tree, dict):
-        keys = sorted(tree)
-        parts = [flatten(tree[k]) for k in keys]
-    elif isinstance(tree, (list, tuple)):
-        keys, parts = None, [flatten(v) for v in tree]
-    else:
-        return [tree], lambda leaves: leaves[0]
-    counts = [len(p[0]) for p in parts]
-
-    def rebuild(leaves):
-        it, out = iter(leaves), []
-        for (_, r), n in zip(parts, counts):
-            out.append(r([next(it) for _ in range(n)]))
-        return dict(zip(keys, out)) if keys is not None else type(tree)(out) if type(tree) in (list, tuple) \
-            else type(tree)(*out)
-    return [leaf for p in parts for leaf in p[0]], rebuild
-
-
 def _cond_node(prim, args, true_graph, false_graph):
     """A cond node met under vmap (mg.grad of a function with mg.cond, replayed): both branches, then select."""
     pred, caps = P.reshape(args[0], shape=()), args[1:]
@@ -413,8 +416,3 @@ def _cond_node(prim, args, true_graph, false_graph):
 
 
 COND.batch = _cond_node
-core.hooks.batch_type = Batched
-core.hooks.batch_apply = batch_apply
-core.hooks.batch_cond = batch_cond
-core.hooks.batch_while = batch_while
-core.hooks.vmap_active = vmap_active

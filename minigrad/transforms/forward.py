@@ -18,10 +18,12 @@ from ..core.errors import ForwardError, ShapeError
 from ..core.functional import OpsMixin, reshape, stack
 from ..core.graph import Symbol, gradients, zeros_like as graph_zeros_like
 from ..core.tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
+from ..core.control import COND, WHILE, MaxIterationsError, _cond_build, _float, while_loop
+from ..core.interpreter import replay, untaped
 
 
-class Dual(OpsMixin):
-    """A value (``primal``) with its tangent, at a nesting ``level`` of `jvp`."""
+class Dual(OpsMixin, core.Value):
+    """A value (``primal``) with its tangent, at a nesting ``level`` of `jvp` (above Tensors and Symbols)."""
     __slots__ = ('primal', 'tangent', 'level')
     __array_ufunc__ = None          # ndarray + Dual -> Dual.__radd__
     __hash__ = object.__hash__
@@ -39,9 +41,18 @@ class Dual(OpsMixin):
     def __repr__(self):
         return f'Dual(primal={self.primal!r}, tangent={self.tangent!r})'
 
+    def apply(self, prim, args, params):
+        return dual_apply(prim, args, params)
+
+    def graph_error(self):
+        return ForwardError('a forward-mode value (a Dual of mg.jvp / mg.jacfwd) cannot become part of a graph: '
+                            'forward mode inside mg.jit / mg.trace cannot go into mg.cond or mg.while_loop '
+                            '(their bodies are built once as sub-graphs). Differentiate the jit function from '
+                            'outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
+
 
 class _Levels(threading.local):
-    depth = 0
+    depth = 2                       # transformations nest above the tape (1) and graphs (2)
 
 
 _levels = _Levels()
@@ -72,19 +83,6 @@ def dual_apply(prim, args, params):
     return out if t is None else Dual(out, t, level)
 
 
-def untaped(op, ins):
-    """Tensors as arrays for a cond / while node: the tape records one result per op, so these run
-    unrecorded, and a Tensor that needs a gradient through them is refused rather than cut off."""
-    tensors = [v for v in ins if isinstance(v, Tensor)]
-    if not tensors or any(isinstance(v, (core.hooks.symbol_type, Dual)) for v in ins):
-        return ins
-    if any(t.requires_grad for t in tensors) and is_grad_enabled():
-        raise ForwardError(f"a '{op}' node inside a jit / trace function cannot be recorded on the tape (reverse "
-                           f'mode over the forward-mode tangents of a function with control flow); use '
-                           f'mg.jacfwd / mg.jvp for both derivatives, or call the function unjitted')
-    return [v.data if isinstance(v, Tensor) else v for v in ins]
-
-
 def _floating(v) -> bool:
     return getattr(v, 'dtype', None) is not None and np.dtype(v.dtype).kind == 'f'
 
@@ -109,7 +107,7 @@ def _jvp_from_vjp(prim, primals, tangents, out, params):
     if prim.vjp is None:
         raise ForwardError(f"jvp: primitive '{prim.name}' has neither a jvp nor a vjp rule, so forward mode "
                            f"cannot differentiate it; give its record jvp=... (or stop_gradient its input)")
-    if any(isinstance(v, core.hooks.symbol_type) for v in (*primals, *tangents)):
+    if any(isinstance(v, Symbol) for v in (*primals, *tangents)):
         raise ForwardError(f"jvp: primitive '{prim.name}' has no jvp rule; deriving one from its vjp "
                            f"needs values, not Symbols: give its record jvp=...")
     data = lambda v: v.data if isinstance(v, Tensor) else v     # detached: the user's graph stays untouched
@@ -158,11 +156,11 @@ def _inputs(primals, tangents):
         raise ForwardError(f'jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal')
     ps, ts = [], []
     for i, (p, t) in enumerate(zip(primals, tangents)):
-        p = p if isinstance(p, (core.hooks.tensor_type, Dual, Symbol, core.hooks.batch_type)) else tensor(p)
+        p = p if isinstance(p, core.Value) else tensor(p)
         if aval_of(p).dtype.kind != 'f':
             raise ForwardError(f'jvp: primal {i} is {describe(p)}; only floating inputs have tangents '
                                f'(convert it with .astype(mg.float32))')
-        if not isinstance(t, (core.hooks.tensor_type, Dual, Symbol, core.hooks.batch_type)):   # (Symbols: a constant)
+        if not isinstance(t, core.Value):   # (Symbols: a constant)
             t = tensor(t, dtype=aval_of(p).dtype)
             t = t.data if isinstance(p, Symbol) else t
         if aval_of(t).shape != aval_of(p).shape:
@@ -179,7 +177,7 @@ def _split(out, level):
         return out.primal, out.tangent
     if isinstance(out, Symbol):     # inside mg.trace / mg.jit: an output that does not depend on the inputs
         return out, graph_zeros_like(out)
-    out = out if isinstance(out, (Tensor, Dual, core.hooks.batch_type)) else tensor(out)
+    out = out if isinstance(out, core.Value) else tensor(out)
     av = aval_of(out)
     return out, tensor(np.zeros(av.shape, av.dtype if av.dtype.kind == 'f' else core.DEFAULT_FLOAT))
 
@@ -269,7 +267,7 @@ def _one_input(x, who):
     if isinstance(x, (tuple, list)) and x and isinstance(x[0], (Tensor, np.ndarray)):
         raise ForwardError(f'{who}: give one array (the Jacobian is for one input); got a {type(x).__name__} '
                            f'of {len(x)}: concatenate them, or close over the others')
-    x = x if isinstance(x, (Tensor, Dual, Symbol, core.hooks.batch_type)) else tensor(x)
+    x = x if isinstance(x, core.Value) else tensor(x)
     if isinstance(x, Symbol) and (x.shape is None or None in x.shape):
         raise ForwardError(f'{who}: the input {describe(x)} has no full shape, so its Jacobian has none; give the '
                            f'placeholder a shape (mg.placeholder(dtype, shape))')
@@ -280,7 +278,7 @@ def _one_input(x, who):
 
 
 def _one_output(out, who):
-    if not isinstance(out, (Tensor, Dual, Symbol, core.hooks.batch_type)):
+    if not isinstance(out, core.Value):
         raise ForwardError(f'{who}: fn must return one Tensor (the Jacobian is for one output); got '
                            f'{type(out).__name__}')
     if aval_of(out).dtype.kind != 'f':
@@ -396,5 +394,61 @@ for _op in (P.cast, P.sum_, P.reshape, P.transpose, P.broadcast_to, P.getitem, P
     _op.jvp = _linear(_op)
 
 
-core.hooks.dual_type = Dual
-core.hooks.dual_apply = dual_apply
+# ------------------------------------------------------------------ cond and while_loop (control.py's node kinds)
+def _zero_tangent(v):
+    return P.broadcast_like(np.zeros((), np.dtype(v.dtype)), v)
+
+
+def _tangents(outs, ts):
+    """Zeros for the float outputs whose tangent is None (a cond branch must return them all)."""
+    return [_zero_tangent(o) if t is None and _float(o) else t for o, t in zip(outs, ts)]
+
+
+def _cond_jvp(primals, tangents, outs, true_graph, false_graph):
+    """The tangents of a cond are a cond over the branches pushed forward (one branch on values)."""
+    pred, captured, tcap = primals[0], primals[1:], tangents[1:]
+    if all(t is None for t in tcap):
+        return [None] * len(outs)
+
+    def branch(G):
+        def fn():
+            res, ts = push(lambda *c: replay(G, [], c), captured, tcap)
+            return _tangents(res, ts) or []
+        return fn
+    if isinstance(pred, Symbol):
+        return _cond_build(pred, branch(true_graph), branch(false_graph), 'cond_jvp')
+    return branch(true_graph if bool(np.asarray(pred).reshape(-1)[0]) else false_graph)()
+
+
+def _while_jvp(primals, tangents, outs, cond_graph, body_graph, max_iterations, name):
+    """The tangents of a loop: one loop over the values and their tangents together (a while node on
+    Symbols, a Python loop on values)."""
+    n, nc = len(cond_graph.inputs), len(cond_graph.captures)
+    vals, ccap, bcap, tb = list(primals[:n]), primals[n:n + nc], primals[n + nc:], tangents[n + nc:]
+    fl = [i for i in range(n) if _float(body_graph.inputs[i])]
+    if all(tangents[i] is None for i in fl) and all(t is None for t in tb):
+        return [None] * len(outs)
+    ts = [tangents[i] if tangents[i] is not None else _zero_tangent(vals[i]) for i in fl]
+
+    def step(*vs):
+        res, rt = push(lambda *a: replay(body_graph, a[:n], a[n:]), [*vs[:n], *bcap],
+                       [*[vs[n + fl.index(i)] if i in fl else None for i in range(n)], *tb])
+        return [*res, *_tangents([res[i] for i in fl], [rt[i] for i in fl])]
+    test = lambda *vs: replay(cond_graph, vs[:n], ccap)[0]
+    if any(isinstance(v, Symbol) for v in (*vals, *bcap, *ts, *tb)):
+        final = while_loop(test, step, [*vals, *ts], max_iterations, f'{name}_jvp')
+    else:
+        final, steps = [*vals, *ts], 0
+        while bool(np.asarray(test(*final)).reshape(-1)[0]):
+            steps += 1
+            if steps > max_iterations:
+                raise MaxIterationsError(f"while_loop '{name}': still running after max_iterations="
+                                         f'{max_iterations} (forward mode)')
+            final = step(*final)
+    result = [None] * len(outs)
+    for k, i in enumerate(fl):
+        result[i] = final[n + k]
+    return result
+
+
+COND.jvp, WHILE.jvp = _cond_jvp, _while_jvp

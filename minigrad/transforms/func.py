@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import primitive as core
-from .batching import Batched, current_vmap, flatten, scope, vmap
-from ..core.control import replay
+from .batching import Batched, current_vmap, scope, vmap
+from ..core.interpreter import replay
 from ..core.primitive import aval_of, describe
 from ..core.errors import MinigradError
 from ..core import ops as P
@@ -23,6 +23,7 @@ from .forward import Dual, push, _one_input, _one_output
 from ..core.functional import reshape
 from ..core.graph import Graph, Symbol, constant, get_default_graph, gradients, placeholder
 from ..core.tensor import Tensor
+from ..pytree import flatten, unflatten
 
 
 class GradError(MinigradError):
@@ -68,28 +69,28 @@ def _repeat(v, size, who):
     return P.broadcast_to(P.getitem(v, idx=(None,)), shape=(size,) + tuple(aval_of(v).shape))
 
 
-def _call(fn, axes, leaves, rebuild, phs):
+def _call(fn, axes, leaves, trees, phs):
     """fn on the placeholders; with ``axes`` (mg.grad under mg.vmap), as vmap over the examples (axis 0)."""
     with scope(None):               # fn sees placeholders: no batched values of enclosing vmaps inside the trace
         if axes is None:
-            return fn(*[r(p) for r, p in zip(rebuild, phs)])
+            return fn(*[unflatten(t, p) for t, p in zip(trees, phs)])
         counts = [len(vs) for vs in leaves]
 
         def per_example(*xs):
             it = iter(xs)
-            return fn(*[r([next(it) for _ in range(n)]) for r, n in zip(rebuild, counts)])
+            return fn(*[unflatten(t, [next(it) for _ in range(n)]) for t, n in zip(trees, counts)])
         return vmap(per_example, in_axes=axes)(*[p for ps in phs for p in ps])
 
 
-def _trace(fn, leaves, rebuild, argnums, has_aux, who, axes=None):
-    """fn traced on placeholders: (graph, inputs, the d/d placeholders of argnums, value, aux leaves, rebuild
-    aux). With ``axes`` the leaves are batches and the gradient is taken of the per-example values' sum."""
+def _trace(fn, leaves, trees, argnums, has_aux, who, axes=None):
+    """fn traced on placeholders: (graph, inputs, captured tensors, the d/d placeholders of argnums, value,
+    aux leaves, aux TreeDef). With ``axes`` the leaves are batches and the gradient is taken of the per-example values' sum."""
     g = Graph(f'{who} of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
     g.capture_tensor = hook = _Captured()
     with g.as_default():
         phs = [[placeholder(aval_of(v).dtype, aval_of(v).shape, name=f'arg{i}') for v in vs]
                for i, vs in enumerate(leaves)]
-        out, aux = _call(fn, axes, leaves, rebuild, phs), None
+        out, aux = _call(fn, axes, leaves, trees, phs), None
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise GradError(f'{who}: has_aux=True needs fn to return a pair (value, aux), got '
@@ -98,10 +99,10 @@ def _trace(fn, leaves, rebuild, argnums, has_aux, who, axes=None):
         value = _checked(g.lift(out) if not isinstance(out, _VALUES) else out, g, axes is not None, who)
         xs = [p for i in argnums for p in phs[i]]
         grads = gradients(P.sum_(value) if axes is not None else value, xs) if xs else []
-        aux_leaves, aux_rebuild = flatten(aux)
+        aux_leaves, aux_tree = flatten(aux)
     g.capture_tensor = None
     inputs = [p for ps in phs for p in ps] + hook.syms
-    return g, inputs, hook.tensors, grads, value, aux_leaves if has_aux else [], aux_rebuild
+    return g, inputs, hook.tensors, grads, value, aux_leaves if has_aux else [], aux_tree
 
 
 def _checked(out, g, per_example, who):
@@ -126,10 +127,10 @@ def _argnums(argnums, n, who):
 
 
 def _leaves(args, argnums, who):
-    """Each argument's leaves as values (plain data becomes Tensors) and the functions that rebuild it."""
-    leaves, rebuild = [], []
+    """Each argument's leaves as values (plain data becomes Tensors) and its TreeDef."""
+    leaves, trees = [], []
     for i, a in enumerate(args):
-        vs, r = flatten(a)
+        vs, t = flatten(a)
         vs = [v if isinstance(v, _VALUES) else core.hooks.lift(v) for v in vs]
         for v in vs:
             if i in argnums and aval_of(v).dtype.kind != 'f':
@@ -139,8 +140,8 @@ def _leaves(args, argnums, who):
                 raise GradError(f'{who}: argument {i} is {describe(v)} without a full shape; give the '
                                 f'placeholder a shape')
         leaves.append(vs)
-        rebuild.append(r)
-    return leaves, rebuild
+        trees.append(t)
+    return leaves, trees
 
 
 def value_and_grad(fn, argnums=0, has_aux=False):
@@ -161,17 +162,17 @@ def value_and_grad(fn, argnums=0, has_aux=False):
 
     def value_and_grad_fn(*args):
         nums = _argnums(argnums, len(args), who)
-        leaves, rebuild = _leaves(args, nums, who)
+        leaves, trees = _leaves(args, nums, who)
         entry, axes, wrap = current_vmap(), None, None
         if entry is not None and any(type(v) is Batched and v.level == entry[0] for vs in leaves for v in vs):
             (leaves, axes), wrap = _lanes(leaves, nums, entry, who), lambda v: Batched(v, entry[0])
-        g, inputs, captured, grads, out, aux, aux_rebuild = _trace(fn, leaves, rebuild, nums, has_aux, who, axes)
+        g, inputs, captured, grads, out, aux, aux_tree = _trace(fn, leaves, trees, nums, has_aux, who, axes)
         vals = replay(g, [v for vs in leaves for v in vs] + captured, [c for c, _ in g.captures], inputs=inputs,
                       outputs=[out, *grads, *aux])
         vals = [wrap(_as_value(v, leaves)) if wrap else _as_value(v, leaves) for v in vals]
         value, rest = vals[0], iter(vals[1:])
-        per_arg = [rebuild[i]([next(rest) for _ in leaves[i]]) for i in nums]
-        aux_val = aux_rebuild(list(rest)) if has_aux else None
+        per_arg = [unflatten(trees[i], [next(rest) for _ in leaves[i]]) for i in nums]
+        aux_val = unflatten(aux_tree, list(rest)) if has_aux else None
         res = tuple(per_arg) if isinstance(argnums, (tuple, list)) else per_arg[0]
         return ((value, aux_val) if has_aux else value), res
     return value_and_grad_fn

@@ -17,13 +17,13 @@ from ..core import primitive as core
 from ..core.primitive import fmt_shape
 from ..core.errors import TraceError, MinigradError, InputError
 from ..core.graph import Graph, Symbol, placeholder, user_line, PLACEHOLDER, VARIABLE, CONSTANT
-from ..session import _unflatten
 from ..core.tensor import Tensor, Rebinds
 from ..compiler import compile as compile_graph
 from ..compiler.rewrite import copy_node, extract, stand_in
 from ..core.interpreter import evaluate
-from .trace import (Callee, Captures, arg_names, as_array, call_outputs, copy_aliases, needs_call_node,
-                    outputs_of, value_of)
+from ..pytree import unflatten
+from .call import Callee, call_outputs, copy_aliases, needs_call_node, value_of
+from .trace import Captures, arg_names, as_array, outputs_of
 
 
 def _user_line() -> str:
@@ -128,9 +128,9 @@ class JitEntry:
     """One cache entry of mg.jit: the traced ``graph``, its ``segments`` (one more than its ``breaks``)
     and its ``guards`` (input shapes/dtypes, Python scalar values, then one per break)."""
 
-    def __init__(self, key, guards, graph, inputs, outputs, template, params, breaks, segments):
+    def __init__(self, key, guards, graph, inputs, outputs, treedef, params, breaks, segments):
         self.key, self.guards, self.graph, self.inputs, self.outputs = key, guards, graph, inputs, outputs
-        self.template, self.params, self.breaks, self.segments = template, params, breaks, segments
+        self.treedef, self.params, self.breaks, self.segments = treedef, params, breaks, segments
         self.callee = None      # the 'call' node's Callee, made when derivatives are first needed
         self.free, self.epoch = [], Rebinds.count     # set by JitFunction._trace
 
@@ -253,7 +253,7 @@ class JitFunction:
         self.__name__ = getattr(fn, '__name__', 'fn')
 
     def __call__(self, *args):
-        if any(isinstance(value_of(a), (Symbol, core.hooks.batch_type)) for a in args):
+        if any(isinstance(value_of(a), core.Value) and value_of(a).level >= Symbol.level for a in args):
             return self.fn(*args)       # inside another trace or jit (fn's ops go into that graph), or mg.vmap
         arrays = [None if _is_scalar(a) else as_array(a) for a in args]
         key = _key(args, arrays)
@@ -291,11 +291,11 @@ class JitFunction:
         try:
             with g.as_default():
                 out = self.fn(*call)
-            outputs, template = outputs_of(g, out, g.lift)
+            outputs, treedef = outputs_of(g, out, g.lift)
         finally:
             g.capture_tensor = g.tracer = None      # later value requests raise as usual
         segments = _split(g, tracer.breaks, outputs, self.__name__, self.backend)
-        entry = JitEntry(key, text, g, inputs, outputs, template, hook.params, tracer.breaks, segments)
+        entry = JitEntry(key, text, g, inputs, outputs, treedef, hook.params, tracer.breaks, segments)
         entry.free = [(name, read, _exact(read())) for name, read in _free_scalars(self.fn)]
         entry.guards += [f'{name} == {read()!r} (global or closed-over {type(read()).__name__})'
                          for name, read, _ in entry.free]
@@ -316,7 +316,7 @@ class JitFunction:
             flat = call_outputs(entry.callee, [a for a in args if not _is_scalar(a)], entry.params, flat)
         elif any(isinstance(a, Tensor) for a in args):
             flat = [Tensor._make(v) for v in flat]
-        return _unflatten(entry.template, iter(flat))
+        return unflatten(entry.treedef, flat)
 
     @property
     def entries(self) -> list[JitEntry]:
