@@ -46,7 +46,7 @@ from . import nn
 from .nn import optim, data
 from . import viz
 from .viz import draw
-from .transforms.trace import trace, TracedFunction
+from .transforms.trace import trace, TracedFunction, tape_to_graph
 from .transforms.jit import jit, JitFunction
 from . import compiler
 from .compiler import compile, Program

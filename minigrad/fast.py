@@ -103,8 +103,11 @@ def _binop(prim, plain=_PLAIN, reflected=False):
     return op
 
 
+_NEGATED = {float, int, np.float64}     # what ops.sub negates in Python (a float32 scalar: times -1, as nan keeps its sign)
+
+
 def _sub(self, o):
-    if type(o) in _NUMBER and self.data.dtype.kind == 'f':
+    if type(o) in _NEGATED and self.data.dtype.kind == 'f':
         return eager_apply(P.add, (self, -o), {})
     if isinstance(o, Tensor) and self.data.dtype.kind == 'f' and o.data.dtype.kind == 'f':
         return eager_apply(P.add, (self, eager_apply(P.mul, (o, -1), {})), {})

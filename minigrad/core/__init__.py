@@ -10,5 +10,5 @@ while_loop). Their helpers: dtypes, validate, names, conversions, inplace, creat
 >>> 'mul' in PRIMITIVES and 'sub' not in PRIMITIVES      # sub is a composite: add and mul
 True
 """
-from .primitive import (Aval, OPS, PRIMITIVES, Primitive, apply, aval_of, elementwise_rule, register_primitive,
-                        topo_order)
+from .primitive import (Aval, OPS, PRIMITIVES, Primitive, apply, aval_of, elementwise_rule,
+                        register_primitive, topo_order)

@@ -32,13 +32,14 @@ from . import validate
 from . import primitive as core
 from .primitive import Aval, register_primitive, fmt_shape, describe
 from .errors import GraphError, InputError, MinigradError
-from .graph import (Graph, Symbol, constant, get_default_graph, gradients, placeholder, zeros_like, CONSTANT,
-                    SOURCES, STATEFUL, needed_nodes)
+from .graph import (Graph, Symbol, constant, get_default_graph, gradients, placeholder, zeros_like,
+                    CONSTANT, SOURCES, STATEFUL, needed_nodes)
 from .interpreter import run_graph
 from .tensor import Tensor
 from . import ops as P
 
-DEFAULT_MAX_ITERATIONS = 100_000     # max_iterations=None: a runaway loop becomes an error, not a hang
+# max_iterations=None: a runaway loop becomes an error, not a hang
+DEFAULT_MAX_ITERATIONS = 100_000
 
 
 class MaxIterationsError(MinigradError):
@@ -102,8 +103,8 @@ def _cond_impl(pred, *captured, true_graph, false_graph):
 
 def _cond_rule(pred, *captured, true_graph, false_graph):
     if pred.shape is not None and any(d not in (1, None) for d in pred.shape):
-        raise GraphError(f'cond: the predicate must be a scalar (one element), got shape {fmt_shape(pred.shape)}; '
-                         f'reduce it first, e.g. x.sum() > 0')
+        raise GraphError(f'cond: the predicate must be a scalar (one element), got shape '
+                         f'{fmt_shape(pred.shape)}; reduce it first, e.g. x.sum() > 0')
     t, f = true_graph.outputs, false_graph.outputs
     if len(t) != len(f):
         raise GraphError(f'cond: true_fn returns {len(t)} values but false_fn returns {len(f)}; '
@@ -111,8 +112,9 @@ def _cond_rule(pred, *captured, true_graph, false_graph):
     out = []
     for i, (a, b) in enumerate(zip(t, f)):
         if a.dtype != b.dtype:
-            raise GraphError(f"cond: output {i} is {a.dtype} in true_fn ('{a.name}') but {b.dtype} in false_fn "
-                             f"('{b.name}'); cast one branch (mg.cast) so both return the same dtype")
+            raise GraphError(f"cond: output {i} is {a.dtype} in true_fn ('{a.name}') "
+                             f"but {b.dtype} in false_fn ('{b.name}'); "
+                             f'cast one branch (mg.cast) so both return the same dtype')
         out.append(_common_aval(Aval(a.shape, a.dtype), Aval(b.shape, b.dtype)))
     return out
 
@@ -138,10 +140,10 @@ def _cond_vjp(needs, gs, outs, pred, *captured, true_graph, false_graph):
     return tuple(result)
 
 
-COND = register_primitive('cond', _cond_impl, _cond_rule, _cond_vjp, kind='node',
-                          multiple_results=True,
-                 doc='run true_graph or false_graph. inputs: [pred, *captured]; params: true_graph, '
-                     'false_graph (sub-graphs capturing the same outer symbols, in input order)')
+COND = register_primitive(
+    'cond', _cond_impl, _cond_rule, _cond_vjp, kind='node', multiple_results=True,
+    doc='run true_graph or false_graph. inputs: [pred, *captured]; params: true_graph, '
+        'false_graph (sub-graphs capturing the same outer symbols, in input order)')
 
 
 def _outer_graph(*syms) -> Graph:
@@ -188,14 +190,16 @@ def cond(pred, true_fn, false_fn):
     3.0
     """
     _callables('cond', true_fn=true_fn, false_fn=false_fn)
-    true_fn, false_fn = _returns_values(true_fn, 'cond: true_fn'), _returns_values(false_fn, 'cond: false_fn')
-    for kind in core.Value.kinds:       # a transformation with its own rule (vmap: both branches, then select)
+    true_fn = _returns_values(true_fn, 'cond: true_fn')
+    false_fn = _returns_values(false_fn, 'cond: false_fn')
+    # a transformation with its own rule (vmap: both branches, then select)
+    for kind in core.Value.kinds:
         out = kind.cond_rule(pred, true_fn, false_fn)
         if out is not NotImplemented:
             return out
     if isinstance(pred, Symbol) and pred.dtype.kind != 'b':
-        raise GraphError(f'cond: the predicate must be a bool scalar (a comparison such as x > 0), got '
-                         f'{describe(pred)}')
+        raise GraphError(f'cond: the predicate must be a bool scalar (a comparison such as x > 0), '
+                         f'got {describe(pred)}')
     if not isinstance(pred, Symbol):
         if isinstance(pred, Tensor) and pred.data.size != 1:
             raise GraphError(f'cond: the predicate must be a scalar, got {describe(pred)}')
@@ -209,8 +213,8 @@ def cond(pred, true_fn, false_fn):
 def _callables(who, **fns):
     for name, fn in fns.items():
         if not callable(fn):
-            raise InputError(f'{who}: {name} must be a function (a lambda or def), got {type(fn).__name__} '
-                             f'{fn!r:.40}')
+            raise InputError(f'{who}: {name} must be a function (a lambda or def), got '
+                             f'{type(fn).__name__} {fn!r:.40}')
 
 
 def _returns_values(fn, who):
@@ -270,7 +274,7 @@ def _while_vjp(needs, gs, outs, *inputs, cond_graph, body_graph, max_iterations,
         for c in bcap:
             G.capture(c)        # captures in the order of the while node's body inputs
         xs = [placeholder(s.dtype, s.shape, name=f'{s.name}') for s in body_graph.inputs]
-        cts = [placeholder(body_graph.inputs[i].dtype, body_graph.inputs[i].shape, name=f'ct_{i}') for i in fl]
+        cts = [placeholder(xs[i].dtype, xs[i].shape, name=f'ct_{i}') for i in fl]
         G.inputs = xs + cts
         ys = inline(body_graph, xs, bcap)
         caps = [G.captures[j][1] for j in fc]
@@ -284,10 +288,10 @@ def _while_vjp(needs, gs, outs, *inputs, cond_graph, body_graph, max_iterations,
     return tuple(result)
 
 
-WHILE = register_primitive('while', _while_impl, _while_rule, _while_vjp, kind='node',
-                           multiple_results=True,
-                  doc='loop: inputs [*loop_vars, *cond_captured, *body_captured]; params cond_graph, body_graph, '
-                      'max_iterations, name; outputs [*final_loop_vars, stack (object: per-iteration loop vars)]')
+WHILE = register_primitive(
+    'while', _while_impl, _while_rule, _while_vjp, kind='node', multiple_results=True,
+    doc='loop: inputs [*loop_vars, *cond_captured, *body_captured]; params cond_graph, body_graph, '
+        'max_iterations, name; outputs [*final_loop_vars, stack (object: per-iteration loop vars)]')
 
 
 def _while_grad_impl(stack, *rest, grad_graph, name):
@@ -313,15 +317,16 @@ def _while_grad_rule(stack, *rest, grad_graph, name):
 
 
 def _while_grad_vjp(*a, **k):
-    raise MinigradError(f"gradients: the gradient of a while_loop ('{k.get('name')}') cannot be differentiated "
-                        f'again (second derivatives through while_loop are not supported); unroll the loop '
-                        f'with a Python for-loop if you need them')
+    raise MinigradError(f"gradients: the gradient of a while_loop ('{k.get('name')}') cannot be "
+                        f'differentiated again (second derivatives through while_loop are not '
+                        f'supported); unroll the loop with a Python for-loop if you need them')
 
 
-WHILE_GRAD = register_primitive('while_grad', _while_grad_impl, _while_grad_rule, _while_grad_vjp, kind='node',
-                                multiple_results=True,
-                       doc='reverse loop over a while stack: inputs [stack, *loop_var_cotangents, *body_captured];'
-                           ' params grad_graph, name; outputs [*initial_loop_var_grads, *invariant_grads]')
+WHILE_GRAD = register_primitive(
+    'while_grad', _while_grad_impl, _while_grad_rule, _while_grad_vjp, kind='node',
+    multiple_results=True,
+    doc='reverse loop over a while stack: inputs [stack, *loop_var_cotangents, *body_captured];'
+        ' params grad_graph, name; outputs [*initial_loop_var_grads, *invariant_grads]')
 
 
 def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
@@ -351,7 +356,8 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
         raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
         validate.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
-    for kind in core.Value.kinds:       # a transformation with its own rule (vmap: while any example's holds)
+    # a transformation with its own rule (vmap: while any example's holds)
+    for kind in core.Value.kinds:
         out = kind.while_rule(cond, body, vs, loop_vars, single, limit, name)
         if out is not NotImplemented:
             return out
@@ -384,7 +390,8 @@ def _while_build(outer, cond, body, vs, loop_vars, single, limit, name):
         avals = merged
     outs = core.apply(WHILE, *vs, *[o for o, _ in cg.captures], *[o for o, _ in bg.captures],
                       cond_graph=cg, body_graph=bg, max_iterations=limit, name=name)
-    outs[-1].name = outs[-1].graph.unique_name(f'{name}_stack')    # shows up as such in print(graph)
+    # shows up as such in print(graph)
+    outs[-1].name = outs[-1].graph.unique_name(f'{name}_stack')
     finals = list(outs[:-1])
     return finals[0] if single else type(loop_vars)(finals)
 
@@ -399,6 +406,6 @@ def _check_loop(name, cg, bg, avals):
                          f'vars; return one new value per loop variable, in the same order')
     for i, (a, o) in enumerate(zip(avals, bg.outputs)):
         if a.dtype != o.dtype:
-            raise GraphError(f"while_loop '{name}': loop var {i} is {a.dtype} but body returns {o.dtype} "
-                             f"('{o.name}'); a loop var must keep its dtype (cast with mg.cast, or start "
-                             f'from a value of dtype {o.dtype})')
+            raise GraphError(f"while_loop '{name}': loop var {i} is {a.dtype} but body returns "
+                             f"{o.dtype} ('{o.name}'); a loop var must keep its dtype (cast with "
+                             f'mg.cast, or start from a value of dtype {o.dtype})')

@@ -12,7 +12,7 @@ import numpy as np
 from . import ops as P
 from .primitive import (Value, apply, hooks, aval_of, normalize_axes, fmt_shape, broadcast_shapes,
                         describe, DEFAULT_FLOAT)
-from .validate import value_array, check_shape, check_dtype, check_flag
+from .validate import value_array, check_shape, check_dtype, check_flag, is_int
 from .dtypes import result_dtype
 from .errors import GraphError, ShapeError, InputError
 
@@ -35,7 +35,7 @@ def _axes(x, axis, op):
 
 def _all_ints(xs) -> bool:
     """Ints or numpy integers, not bools (True is an int to Python)."""
-    return all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in xs)
+    return all(is_int(d) for d in xs)
 
 
 # ------------------------------------------------------------------ arithmetic

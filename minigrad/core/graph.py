@@ -33,8 +33,8 @@ def _node_kind(name, doc, impl=None, rule=None, **fields):
     """A graph-structure node kind: a record in the op table, but no primitive."""
     def no_impl(*a, **k):
         raise GraphError(f'{name} nodes are evaluated by the interpreter, not called')
-    return core.register_primitive(name, impl or no_impl, rule or (lambda *a, **k: None), None, kind='node',
-                                   doc=doc, **fields)
+    return core.register_primitive(name, impl or no_impl, rule or (lambda *a, **k: None), None,
+                                   kind='node', doc=doc, **fields)
 
 
 PLACEHOLDER = _node_kind('placeholder', 'a value fed at run time through feed_dict')
@@ -52,8 +52,9 @@ def _check_impl(x, lo, hi, what):
     return x
 
 
-CHECK = _node_kind('check', 'its input, after checking at run time that its values are in [lo, hi) (params: lo, '
-                   'hi, what)', impl=_check_impl, rule=lambda x, **params: Aval(x.shape, x.dtype))
+CHECK = _node_kind('check', 'its input, after checking at run time that its values are in [lo, hi) '
+                   '(params: lo, hi, what)',
+                   impl=_check_impl, rule=lambda x, **params: Aval(x.shape, x.dtype))
 SOURCES = frozenset({PLACEHOLDER, CONSTANT, VARIABLE})     # nodes without inputs that hold a value
 STATEFUL = frozenset({ASSIGN})
 
@@ -71,14 +72,16 @@ class Symbol(OpsMixin, core.Value):
     """
     __slots__ = ('node', 'index', 'shape', 'dtype', 'name', '__weakref__')
     __hash__ = object.__hash__
-    level = 2                       # above the tape: a Tensor among Symbols becomes a constant (or a capture)
+    # above the tape: a Tensor among Symbols becomes a constant (or a capture)
+    level = 2
 
     def apply(self, prim, args, params):
         return graph_apply(prim, args, params)
     __array_ufunc__ = None
 
     def __init__(self, node, index, shape, dtype, name):
-        dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)     # np.dtype() costs a microsecond
+        # np.dtype() costs a microsecond
+        dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.node, self.index, self.shape, self.dtype, self.name = node, index, shape, dtype, name
 
     graph = property(lambda self: self.node.graph)
@@ -90,11 +93,11 @@ class Symbol(OpsMixin, core.Value):
         if tracer is not None and convert is not None:     # mg.jit is tracing: break the graph here
             return tracer(self, what, convert)
         raise TraceError(
-            f"{what} of Symbol '{self.name}' (shape {fmt_shape(self.shape)}, {self.dtype}): a Symbol is a "
-            f'placeholder in a graph and has no value while the graph is being built. Get values with '
-            f'sess.run({self.name}, feed_dict=...). For data-dependent control flow use mg.cond(pred, '
-            f'true_fn, false_fn) or mg.while_loop(cond, body, loop_vars) instead of Python if/while, or '
-            f'trace with symbolic=False to record one concrete run.')
+            f"{what} of Symbol '{self.name}' (shape {fmt_shape(self.shape)}, {self.dtype}): a "
+            f'Symbol is a placeholder in a graph and has no value while the graph is being built. '
+            f'Get values with sess.run({self.name}, feed_dict=...). For data-dependent control '
+            f'flow use mg.cond(pred, true_fn, false_fn) or mg.while_loop(cond, body, loop_vars) '
+            f'instead of Python if/while, or trace with symbolic=False to record one concrete run.')
 
     def __bool__(self):
         return self._no_value('bool()', bool)
@@ -168,7 +171,8 @@ class Variable(Symbol):
         g = self.graph
         value = g.lift(value, like=(self,))
         if value.graph is not g:
-            raise GraphError(f"assign: the value '{value.name}' is in another graph than Variable '{self.name}'")
+            raise GraphError(f"assign: the value '{value.name}' is in another graph "
+                             f"than Variable '{self.name}'")
         out = _check_assign(self, value)
         return g.add_node(ASSIGN, [self, value], {}, [out], name=f'{self.name}_assign')[0]
 
@@ -179,15 +183,18 @@ class Variable(Symbol):
 
 def _check_assign(var, value) -> Aval:
     if not shapes_compatible(value.shape, var.shape):
-        raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but Variable "
-                         f"'{var.name}' has shape {fmt_shape(var.shape)}")
-    if not np.can_cast(value.dtype, var.dtype, 'same_kind'):     # numpy's rule for writing into an array
-        raise ShapeError(f"assign: value '{value.name}' has dtype {value.dtype}, which cannot be stored in Variable "
-                         f"'{var.name}' of dtype {var.dtype}; cast it first (mg.cast(value, {var.dtype}))")
+        raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but "
+                         f"Variable '{var.name}' has shape {fmt_shape(var.shape)}")
+    # numpy's rule for writing into an array
+    if not np.can_cast(value.dtype, var.dtype, 'same_kind'):
+        raise ShapeError(f"assign: value '{value.name}' has dtype {value.dtype}, which cannot be "
+                         f"stored in Variable '{var.name}' of dtype {var.dtype}; "
+                         f'cast it first (mg.cast(value, {var.dtype}))')
     return Aval(var.shape, var.dtype)
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep    # minigrad/, not core/
+# minigrad/, not core/
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def user_line():
@@ -213,7 +220,8 @@ def where_text(node) -> str:
     w = getattr(node, 'where', None)
     if not w:
         return ''
-    if 'ipykernel_' in w[0] or w[0].startswith('<ipython-input'):     # Jupyter runs each cell as its own file
+    # Jupyter runs each cell as its own file
+    if 'ipykernel_' in w[0] or w[0].startswith('<ipython-input'):
         return f'defined at line {w[1]} of its notebook cell'
     return f'defined at {os.path.basename(w[0])}:{w[1]}'
 
@@ -227,7 +235,8 @@ class Node:
         self.prim, self.inputs, self.params, self.graph = prim, list(inputs), dict(params), graph
         self.outputs: list[Symbol] = []
         self.index = index
-        self.where = where or user_line()     # (file, line) that built it: errors and drawings point there
+        # (file, line) that built it: errors and drawings point there
+        self.where = where or user_line()
 
     op = property(lambda self: self.prim.name)
 
@@ -255,8 +264,8 @@ class Graph:
     mul = mul(a, b)  : float32 ?
     """
 
-    __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor', 'notes',
-                 'grad_nodes', 'single', '_names', '_scalars', 'tracer', '__weakref__')
+    __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor',
+                 'notes', 'grad_nodes', 'single', '_names', '_scalars', 'tracer', '__weakref__')
 
     def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
         self.name = name
@@ -266,12 +275,15 @@ class Graph:
         self.inputs: list[Symbol] = []       # for sub-graphs: the function's parameters
         self.outputs: list[Symbol] = []      # for sub-graphs: the function's results
         self.capture_tensor = None           # set by mg.trace: how to turn a Tensor into a Symbol
-        self.tracer = None                   # set by mg.jit while tracing: gives a Symbol's value (a graph break)
+        # set by mg.jit while tracing: gives a Symbol's value (a graph break)
+        self.tracer = None
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
-        self.grad_nodes: set[int] = set()    # ids of the nodes mg.gradients added (drawn as backward)
+        # ids of the nodes mg.gradients added (drawn as backward)
+        self.grad_nodes: set[int] = set()
         self.single = False                  # a cond/while body written as `return x` (not a tuple)
         self._names = Names()
-        self._scalars: dict | None = None    # (dtype, bytes) -> its constant, in _one_constant_per_value
+        # (dtype, bytes) -> its constant, in _one_constant_per_value
+        self._scalars: dict | None = None
 
     # -- building
     def unique_name(self, base: str) -> str:
@@ -280,8 +292,8 @@ class Graph:
 
     def add_node(self, prim: Primitive, inputs, params, avals, name=None, where=None) -> list[Symbol]:
         node = Node(prim, inputs, params, self, len(self.nodes), where)
-        base, names = name if name is not None else prim.name, self._names
-        node.outputs = [_symbol(node, i, av, names(None, base or 'v')) for i, av in enumerate(avals)]
+        base = (name if name is not None else prim.name) or 'v'
+        node.outputs = [_symbol(node, i, av, self._names(None, base)) for i, av in enumerate(avals)]
         self.nodes.append(node)
         return node.outputs
 
@@ -307,7 +319,8 @@ class Graph:
     def capture(self, sym: Symbol) -> Symbol:
         """The local stand-in for a Symbol of an enclosing graph (cond/while bodies use outer values)."""
         if self.parent is not None and not self.parent.owns(sym):
-            sym = self.parent.capture(sym)      # a grandparent's value: through the parent's stand-in
+            # a grandparent's value: through the parent's stand-in
+            sym = self.parent.capture(sym)
         for outer, inner in self.captures:
             if outer is sym:
                 return inner
@@ -340,7 +353,8 @@ class Graph:
             if self.parent is not None:          # inside a cond/while body: the outer graph decides
                 return self.capture(self.parent.lift(x, like))
             raise GraphError(_mix_message(x, like))
-        if isinstance(x, core.Value):       # a transformation's value (Dual, Batched) says why it cannot enter
+        # a transformation's value (Dual, Batched) says why it cannot enter
+        if isinstance(x, core.Value):
             raise x.graph_error()
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             dts = [s.dtype for s in like if isinstance(s, Symbol)]
@@ -348,7 +362,8 @@ class Graph:
             dtype = dtypes.weak_dtype(x, dts, _Beside(like)) if dts else \
                 (DEFAULT_FLOAT if isinstance(x, float) else np.asarray(x).dtype)
             return self._scalar(np.asarray(x, dtype=dtype))
-        if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) == 0:     # e.g. neg's typed -1 on numpy 1.x
+        # e.g. neg's typed -1 on numpy 1.x
+        if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) == 0:
             return self._scalar(np.asarray(x))
         return constant(x, graph=self)
 
@@ -386,7 +401,8 @@ class Graph:
         Raises GraphError naming the first bad node; returns the graph so calls chain. ``rules``: a dict
         shared by several verifies (compile's, after each pass), so equal nodes run a shape rule once."""
         defined = {id(inner) for _, inner in self.captures}
-        rules = {} if rules is None else rules      # (prim, input avals, params) -> what the shape rule gave
+        # (prim, input avals, params) -> what the shape rule gave
+        rules = {} if rules is None else rules
         for node in self.nodes:
             problem = _check_node(node, defined, rules)
             if problem:         # the message (which formats the node) is only built for a bad node
@@ -408,7 +424,8 @@ class Graph:
         """Undo what the block added to this graph if it raises: a failing mg.gradients, cond or
         while_loop leaves the graph exactly as it was (nodes, names, captures)."""
         n, caps, outer = len(self.nodes), len(self.captures), self._names.undo
-        self._names.undo = mine = []       # names given out inside (copying every name per op was quadratic)
+        # names given out inside (copying every name per op was quadratic)
+        self._names.undo = mine = []
         try:
             yield self
         except BaseException:
@@ -444,15 +461,8 @@ class Graph:
 
 def needed_nodes(graph: Graph, fetches) -> list[Node]:
     """The nodes the fetches depend on, in graph order (what Session.run actually runs)."""
-    return core.topo_order([f.node for f in fetches], _input_nodes, _node_index)
-
-
-def _input_nodes(node):
-    return [i.node for i in node.inputs]
-
-
-def _node_index(node):
-    return node.index
+    return core.topo_order([f.node for f in fetches], lambda node: [i.node for i in node.inputs],
+                           operator.attrgetter('index'))
 
 
 def _check_node(node, defined, rules) -> str | None:
@@ -462,29 +472,34 @@ def _check_node(node, defined, rules) -> str | None:
         if id(s) not in defined or not isinstance(s, Symbol):
             return f'uses {getattr(s, "name", repr(s))!r}, which is not defined before it in this graph'
     if node.prim not in SOURCES and node.prim not in STATEFUL:
-        params = _rule_params(node) if node.params else {}      # most nodes have none: verify skips the copy
+        # most nodes have none: verify skips the copy
+        params = _rule_params(node) if node.params else {}
+        # the params' types too: 1 == 1.0
         key = (node.prim, tuple([(s.shape, s.dtype) for s in node.inputs]),
-               tuple(sorted([(k, type(v), v) for k, v in params.items()])) if params else ())   # types: 1 == 1.0
+               tuple(sorted([(k, type(v), v) for k, v in params.items()])) if params else ())
         try:
             avals = rules.get(key)
-        except TypeError:       # unhashable params (an array, a graph): this node's rule simply runs (no memo)
+        # unhashable params (an array, a graph): this node's rule simply runs (no memo)
+        except TypeError:
             key = avals = None
         if avals is None:
             try:
                 avals = node.prim.shape_rule(*[Aval(s.shape, s.dtype) for s in node.inputs], **params)
             except MinigradError as e:
                 return f'fails its shape rule: {e}'
-            avals = avals if isinstance(avals, (list, tuple)) and not isinstance(avals, Aval) else [avals]
+            if not isinstance(avals, (list, tuple)) or isinstance(avals, Aval):
+                avals = [avals]
             if key is not None:
                 rules[key] = avals
         if len(avals) != len(node.outputs):
             return f'has {len(node.outputs)} outputs, its rule gives {len(avals)}'
         for o, av in zip(node.outputs, avals):
-            if o.shape == av.shape and o.dtype == av.dtype:       # the common case, without np.dtype calls
+            # the common case, without np.dtype calls
+            if o.shape == av.shape and o.dtype == av.dtype:
                 continue
             if not shapes_compatible(o.shape, av.shape) or np.dtype(o.dtype) != np.dtype(av.dtype):
-                return (f'output {o.name} is recorded as {o.dtype} {fmt_shape(o.shape)} but the rule gives '
-                        f'{av.dtype} {fmt_shape(av.shape)}')
+                return (f'output {o.name} is recorded as {o.dtype} {fmt_shape(o.shape)} but the '
+                        f'rule gives {av.dtype} {fmt_shape(av.shape)}')
     for o in node.outputs:
         if o.node is not node:
             return f'output {o.name} points at another node'
@@ -565,10 +580,9 @@ def placeholder(dtype=DEFAULT_FLOAT, shape=None, name=None) -> Symbol:
     dtype = validate.check_dtype(dtype, 'mg.placeholder: dtype')
     name = validate.check_name(name, 'mg.placeholder')
     if shape is not None:
-        dims = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
+        dims = (shape,) if validate.is_int(shape) else shape
         if isinstance(dims, (tuple, list)):      # -1 is numpy's spelling of a dimension of any size
-            dims = tuple(None if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d == -1 else d
-                         for d in dims)
+            dims = tuple(None if validate.is_int(d) and d == -1 else d for d in dims)
         shape = validate.check_shape(dims, 'mg.placeholder: shape', unknown=True)
     return g.add_node(PLACEHOLDER, [], {}, [Aval(shape, dtype)], name=name or 'placeholder')[0]
 
@@ -612,13 +626,16 @@ def graph_apply(prim: Primitive, args, params):
         if g.is_ancestor_of(h):
             g = h
             continue
-        raise GraphError(f"{prim.name}: Symbol '{syms[0].name}' and Symbol '{s.name}' belong to different "
-                         f'graphs. Build all ops of one computation inside the same `with graph.as_default():` '
-                         f'block (or call mg.reset_default_graph() only before starting a new model).')
+        raise GraphError(f"{prim.name}: Symbol '{syms[0].name}' and Symbol '{s.name}' belong to "
+                         f'different graphs. Build all ops of one computation inside the same '
+                         f'`with graph.as_default():` block (or call mg.reset_default_graph() '
+                         f'only before starting a new model).')
     cur = get_default_graph()
     if cur is not g and g.is_ancestor_of(cur):
-        g = cur                     # inside a cond/while body: the op belongs there, outer values get captured
-    with g.atomic():                # a failing shape rule takes the constants lifted for this op with it
+        # inside a cond/while body: the op belongs there, outer values get captured
+        g = cur
+    # a failing shape rule takes the constants lifted for this op with it
+    with g.atomic():
         inputs = [g.lift(a, like=syms) for a in args]
         try:
             avals = prim.shape_rule(*[Aval(s.shape, s.dtype) for s in inputs], **params)
@@ -627,8 +644,9 @@ def graph_apply(prim: Primitive, args, params):
             raise type(e)(f'{e}\n  (while building {prim.name} on {names})') from None
     multiple = prim.multiple_results
     outs = g.add_node(prim, inputs, params, list(avals) if multiple else [avals])
-    if not state.grad_enabled and prim.vjp is not None:     # built under mg.no_grad(): as on the tape,
-        outs = [P.stop_gradient(o) if o.dtype.kind == 'f' else o for o in outs]     # no gradient flows back
+    # built under mg.no_grad(): as on the tape, no gradient flows back
+    if not state.grad_enabled and prim.vjp is not None:
+        outs = [P.stop_gradient(o) if o.dtype.kind == 'f' else o for o in outs]
     return tuple(outs) if multiple else outs[0]
 
 
@@ -681,8 +699,8 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
         ct: dict = {}
         for y, gy in zip(ys, grad_ys):
             if y.dtype.kind != 'f':
-                raise MinigradError(f"gradients: '{y.name}' has dtype {y.dtype}; only float values can be "
-                                    f'differentiated')
+                raise MinigradError(f"gradients: '{y.name}' has dtype {y.dtype}; only float values "
+                                    f'can be differentiated')
             gy = ones_like(y) if gy is None else _seed(g, y, gy)
             ct[id(y)] = gy if id(y) not in ct else P.add(ct[id(y)], gy)
         found: dict = {}
@@ -725,8 +743,9 @@ def _seed(g, y, gy) -> Symbol:
     """grad_ys for `y`: its shape, cast to its dtype (TF: a cotangent has the shape of its value)."""
     gy = g.lift(gy, like=(y,))
     if not shapes_compatible(y.shape, gy.shape):
-        raise GraphError(f"gradients: grad_ys for '{y.name}' has shape {fmt_shape(gy.shape)}, but '{y.name}' has "
-                         f'shape {fmt_shape(y.shape)}; give one cotangent of the same shape per y')
+        raise GraphError(f"gradients: grad_ys for '{y.name}' has shape {fmt_shape(gy.shape)}, "
+                         f"but '{y.name}' has shape {fmt_shape(y.shape)}; "
+                         f'give one cotangent of the same shape per y')
     if gy.dtype.kind not in 'biuf':
         raise GraphError(f"gradients: grad_ys for '{y.name}' has dtype {gy.dtype}; give numbers")
     return gy if gy.dtype == y.dtype else P.cast(gy, dtype=y.dtype)

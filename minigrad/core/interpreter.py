@@ -16,10 +16,11 @@ from .graph import (Graph, Symbol, Node, needed_nodes, where_text,  # noqa: F401
 
 def missing_feed_error(graph: Graph, placeholder: Symbol, fetches) -> FeedError:
     """The error for a placeholder that the fetches need but nobody fed."""
-    users = [f.name for f in fetches if placeholder.node in needed_nodes(graph, [f])]
-    return FeedError(f"placeholder '{placeholder.name}' (shape {fmt_shape(placeholder.shape)}, {placeholder.dtype}) "
-                     f"needs a value: the fetch {', '.join(repr(u) for u in users)} depends on it. Add it to "
-                     f'feed_dict, e.g. sess.run(..., feed_dict={{{placeholder.name}: value}}).')
+    users = ', '.join(repr(f.name) for f in fetches if placeholder.node in needed_nodes(graph, [f]))
+    shape = fmt_shape(placeholder.shape)
+    return FeedError(f"placeholder '{placeholder.name}' (shape {shape}, {placeholder.dtype}) needs "
+                     f'a value: the fetch {users} depends on it. Add it to feed_dict, e.g. '
+                     f'sess.run(..., feed_dict={{{placeholder.name}: value}}).')
 
 
 def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None,
@@ -54,12 +55,14 @@ def evaluate(graph: Graph, fetches: list[Symbol], feeds: dict | None = None,
         try:
             res = node.prim.impl(*vals, **node.params)
         except MinigradError as e:
-            raise type(e)(f'{e}\n  (while running node `{graph.format_node(node)}`, {where_text(node)})') from None
+            raise type(e)(f'{e}\n  (while running node `{graph.format_node(node)}`, '
+                          f'{where_text(node)})') from None
         except Exception as e:
             shapes = ', '.join(f'{i.name}: {np.shape(v)}' for i, v in zip(node.inputs, vals))
-            raise ShapeError(f'running node `{graph.format_node(node)}` ({where_text(node)}) failed with the fed values '
-                             f'({shapes}): {type(e).__name__}: {e}. The graph was built for the shapes shown '
-                             f'after the colon; feed values of those shapes.') from None
+            raise ShapeError(f'running node `{graph.format_node(node)}` ({where_text(node)}) '
+                             f'failed with the fed values ({shapes}): {type(e).__name__}: {e}. The '
+                             f'graph was built for the shapes shown after the colon; feed values '
+                             f'of those shapes.') from None
         if node.prim.multiple_results:
             for o, r in zip(out, res):
                 env[id(o)] = r
@@ -108,7 +111,8 @@ def untaped(op, ins):
     if not tensors or any(isinstance(v, Value) and v.level > Tensor.level for v in ins):
         return ins
     if any(t.requires_grad for t in tensors) and is_grad_enabled():
-        raise ForwardError(f"a '{op}' node inside a jit / trace function cannot be recorded on the tape (reverse "
-                           f'mode over the forward-mode tangents of a function with control flow); use '
-                           f'mg.jacfwd / mg.jvp for both derivatives, or call the function unjitted')
+        raise ForwardError(f"a '{op}' node inside a jit / trace function cannot be recorded on the "
+                           f'tape (reverse mode over the forward-mode tangents of a function with '
+                           f'control flow); use mg.jacfwd / mg.jvp for both derivatives, or call '
+                           f'the function unjitted')
     return [v.data if isinstance(v, Tensor) else v for v in ins]

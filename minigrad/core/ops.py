@@ -225,7 +225,8 @@ def _cmp_rule(*avals, _op):
 
 
 def cmp(name, impl):   # comparisons: bool results, not differentiable
-    return prim(name, impl, functools.partial(_cmp_rule, _op=name), None, elementwise=True, ufunc=impl.__name__)
+    rule = functools.partial(_cmp_rule, _op=name)
+    return prim(name, impl, rule, None, elementwise=True, ufunc=impl.__name__)
 
 
 less, equal = cmp('less', np.less), cmp('equal', np.equal)
@@ -497,12 +498,9 @@ def _getitem_rule(x, idx):
             at = adv_at if adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) else 0
             out[at:at] = np.broadcast_shapes(*adv_shapes)
     except (IndexError, ValueError, TypeError, OverflowError) as e:
-        raise ShapeError(f'getitem: index {_fmt_idx(idx)} does not fit {describe_aval(x)}: {e}') from None
+        shown = repr(idx) if len(repr(idx)) < 80 else repr(idx)[:77] + '...'
+        raise ShapeError(f'getitem: index {shown} does not fit {describe_aval(x)}: {e}') from None
     return Aval(tuple(out) + tuple(shape[dim:]), x.dtype)
-
-
-def _fmt_idx(idx):
-    return repr(idx) if len(repr(idx)) < 80 else repr(idx)[:77] + '...'
 
 
 def _has_array(idx):
@@ -532,8 +530,8 @@ def _matmul_rule(a, b):
     if a.shape is None or b.shape is None:
         return Aval(None, np.result_type(a.dtype, b.dtype))
     if len(a.shape) == 0 or len(b.shape) == 0:
-        raise ShapeError(f'matmul: both operands need at least one dimension; got '
-                         f'{describe_aval(a)} and {describe_aval(b)}. Use * for scaling by a scalar.')
+        raise ShapeError(f'matmul: both operands need at least one dimension; got {describe_aval(a)} '
+                         f'and {describe_aval(b)}. Use * for scaling by a scalar.')
     a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
     k1, k2 = a2[-1], b2[-2]
@@ -567,7 +565,8 @@ def _expand(x, axis):
 def _matmul_vjp(n, g, out, a, b):
     na, nb = _ndim(a), _ndim(b)
     if na is None or nb is None:
-        raise ShapeError('matmul: differentiating needs operands of known rank; give the placeholders a shape')
+        raise ShapeError('matmul: differentiating needs operands of known rank; '
+                         'give the placeholders a shape')
     a2 = _expand(a, 0) if na == 1 else a
     b2 = _expand(b, -1) if nb == 1 else b
     g2 = _expand(g, -1) if nb == 1 else g

@@ -57,9 +57,10 @@ class Primitive:
     >>> mul.name, mul.kind, mul.elementwise, mul.saves_out
     ('mul', 'primitive', True, False)
     """
-    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out', 'saves_inputs', 'multiple_results',
-                 'doc', 'ufunc', 'view', 'emit', 'unit', 'zero', 'compose', 'lower', 'decompose', 'match',
-                 'jvp', 'onnx', 'kernel', 'batch', '__weakref__')
+    __slots__ = ('name', 'impl', 'shape_rule', 'vjp', 'kind', 'elementwise', 'saves_out',
+                 'saves_inputs', 'multiple_results', 'doc', 'ufunc', 'view', 'emit', 'unit', 'zero',
+                 'compose', 'lower', 'decompose', 'match', 'jvp', 'onnx', 'kernel', 'batch',
+                 '__weakref__')
 
     def __init__(self, name: str, impl: Callable, shape_rule: Callable, vjp: Callable | None = None,
                  *, kind: str = 'primitive', elementwise: bool = False, saves_out: bool = False,
@@ -70,22 +71,27 @@ class Primitive:
                  jvp: Callable | None = None, onnx: Callable | None = None,
                  kernel: Callable | None = None, batch: Callable | None = None):
         if kind not in ('primitive', 'node', 'compiler'):
-            raise MinigradError(f"Primitive {name!r}: kind must be 'primitive', 'node' or 'compiler', got {kind!r}")
+            raise MinigradError(f"Primitive {name!r}: kind must be 'primitive', 'node' "
+                                f"or 'compiler', got {kind!r}")
         if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
             raise MinigradError(f'register_primitive: the name must be an identifier (letters, digits, _), '
                                 f'got {name!r}; names reach generated code and drawings')
-        if ufunc is not None and not (isinstance(ufunc, str) and re.fullmatch(r'[a-z_][a-z0-9_]*', ufunc)
-                                      and isinstance(getattr(np, ufunc, None), np.ufunc)):
-            raise MinigradError(f'Primitive {name!r}: ufunc must name a numpy ufunc (such as \'add\'), got {ufunc!r}')
-        self.name, self.impl, self.shape_rule, self.vjp, self.kind = name, impl, shape_rule, vjp, kind
-        self.elementwise, self.saves_out, self.multiple_results = elementwise, saves_out, multiple_results
-        # True: the VJP reads every input's value; False: none, only their shapes and dtypes (an input may
-        # change after, and the tape may keep a stand-in); a tuple: the inputs it reads (where: the condition)
-        self.saves_inputs = saves_inputs
+        names_ufunc = isinstance(ufunc, str) and re.fullmatch(r'[a-z_][a-z0-9_]*', ufunc) \
+            and isinstance(getattr(np, ufunc, None), np.ufunc)
+        if ufunc is not None and not names_ufunc:
+            raise MinigradError(f'Primitive {name!r}: ufunc must name a numpy ufunc '
+                                f'(such as \'add\'), got {ufunc!r}')
+        self.name, self.impl, self.shape_rule, self.vjp = name, impl, shape_rule, vjp
+        self.kind, self.elementwise, self.multiple_results = kind, elementwise, multiple_results
+        # saves_inputs True: the VJP reads every input's value; False: none, only their shapes and
+        # dtypes (an input may change after, and the tape may keep a stand-in); a tuple: the inputs it
+        # reads (where: the condition)
+        self.saves_out, self.saves_inputs = saves_out, saves_inputs
         self.doc, self.ufunc, self.view, self.emit = doc, ufunc, view, emit
         self.unit, self.zero, self.compose, self.lower = unit, zero, compose, lower
-        self.decompose, self.match, self.jvp, self.onnx, self.kernel = decompose, match, jvp, onnx, kernel
-        self.batch = batch                      # vmap's rule (batching.py fills the built-in ones)
+        self.decompose, self.match, self.jvp, self.onnx = decompose, match, jvp, onnx
+        # batch: vmap's rule (batching.py fills the built-in ones)
+        self.kernel, self.batch = kernel, batch
 
     def reads_input(self, k: int) -> bool:
         """Whether the VJP reads input k's value, not only its shape and dtype (``saves_inputs``)."""
@@ -267,7 +273,8 @@ def describe(x) -> str:
 def fmt_shape(shape) -> str:
     if shape is None:
         return '?'
-    return '(' + ', '.join('?' if d is None else str(d) for d in shape) + (',)' if len(shape) == 1 else ')')
+    dims = ', '.join('?' if d is None else str(d) for d in shape)
+    return f'({dims},)' if len(shape) == 1 else f'({dims})'
 
 
 def broadcast_shapes(op: str, *shapes, args=None) -> tuple | None:
@@ -326,16 +333,17 @@ def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
     if isinstance(exc, OverflowError):
         return InputError(f'{prim.name}: a number is out of range for the dtype of {what}: {exc}; use a '
                           f'wider dtype (.astype(mg.int64) or mg.float64) or a smaller number')
+    reason = exc if isinstance(exc, str) else f'{type(exc).__name__}: {exc}'
     return ShapeError(f'{prim.name}: numpy could not compute it for {what} '
-                      f'(params {params}): {exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}')
+                      f'(params {params}): {reason}')
 
 
 def normalize_axes(axis, ndim: int | None, op: str) -> tuple | None:
     """axis (None/int/tuple) -> sorted tuple of non-negative axes (None = all)."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis) if isinstance(axis, (tuple, list)) else None
-    if axes is None or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
         raise InputError(f'{op}: axis must be None, an int or a tuple of ints, got {axis!r}')
     if len(set(axes)) != len(axes):
         raise ShapeError(f'{op}: axis {axis} repeats an axis')

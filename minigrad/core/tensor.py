@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import primitive as core, dtypes, inplace, ops as P, validate
-from .autodiff import next_seq, reverse_sweep, state  # grad mode lives there: graph building reads it too
+# grad mode lives in autodiff: graph building reads it too
+from .autodiff import next_seq, reverse_sweep, state
 from .conversions import ConversionsMixin
 from .primitive import describe, shape_error, DEFAULT_FLOAT
 from .errors import BackwardError, GraphError, InputError, MinigradError, ShapeError
@@ -53,7 +54,8 @@ class TapeEntry(NamedTuple):
     inputs: tuple
     params: dict
     output: Any
-    no_grad: bool = False           # run inside mg.no_grad() (only tapes made with record_no_grad=True)
+    # run inside mg.no_grad() (only tapes made with record_no_grad=True)
+    no_grad: bool = False
 
 
 class Tape:
@@ -86,7 +88,8 @@ class Tape:
         names = Names(t.name for e in self.entries for t in (e.output, *e.inputs)
                            if isinstance(t, Tensor) and t.name)
         outputs, given = {id(e.output): e.op for e in self.entries}, {}
-        def nm(x):      # unnamed tensors: the Graph's scheme (mul, mul_1, ...), as in drawings and print(graph)
+        # unnamed tensors: the Graph's scheme (mul, mul_1, ...), as in drawings and print(graph)
+        def nm(x):
             if not isinstance(x, Tensor):
                 return repr(x)
             if id(x) not in given:
@@ -157,8 +160,10 @@ class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin, core.Value):
     """
     __slots__ = ('data', 'grad', '_requires_grad', 'grad_fn', 'name', '_version', '__weakref__')
 
-    __array_ufunc__ = None          # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
-    level = 1                       # the tape: a Tensor in a graph op is a constant, in a transformation a value
+    # numpy defers to our reflected operators: ndarray + Tensor -> Tensor
+    __array_ufunc__ = None
+    # the tape: a Tensor in a graph op is a constant, in a transformation a value
+    level = 1
     __hash__ = object.__hash__      # == is elementwise, hashing is by identity (as in PyTorch)
 
     def __init__(self, data, dtype=None, requires_grad=False, name=None):
@@ -202,7 +207,8 @@ class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin, core.Value):
     def detach(self) -> 'Tensor':
         """A tensor with the same data that records nothing (shares the array)."""
         out = Tensor._make(self.data)
-        if state.tapes:                 # a tape still sees it, so a recorded trace keeps the data flow
+        # a tape still sees it, so a recorded trace keeps the data flow
+        if state.tapes:
             _record('stop_gradient', (self,), {}, out)
         return out
 
@@ -230,21 +236,25 @@ class Tensor(OpsMixin, ConversionsMixin, InPlaceMixin, core.Value):
         ``gradient`` is required unless self has one element. ``retain_graph`` keeps
         the saved values for another backward; ``create_graph`` records the backward
         pass itself so gradients of gradients work."""
-        retain_graph = retain_graph or create_graph      # as in PyTorch: a recorded backward keeps the graph
+        # as in PyTorch: a recorded backward keeps the graph
+        retain_graph = retain_graph or create_graph
         g = _seed(self, gradient, create_graph)
         if self.grad_fn is None:            # a leaf: d self / d self = 1
             _check_grads([self])
             _accumulate(self, g, create_graph)
             return
-        order, leaves = _tape_order(self.grad_fn)       # every TapeNode behind self, consumers first
+        # every TapeNode behind self, consumers first
+        order, leaves = _tape_order(self.grad_fn)
         _check_grads(leaves)
-        if inplace.stale:                   # some tensor was changed in place: did the tape save it?
+        # some tensor was changed in place: did the tape save it?
+        if inplace.stale:
             inplace.check_saved(order)
         ct = {id(self.grad_fn): g}          # cotangents: id(node or leaf) -> d self / d value
+        call_vjp = functools.partial(_call_vjp, create_graph=True) if create_graph else _call_vjp
         with (enable_grad() if create_graph else no_grad()):
-            call_vjp = functools.partial(_call_vjp, create_graph=True) if create_graph else _call_vjp
             reverse_sweep(order, ct, None, call_vjp)
-            if not retain_graph:            # only once every VJP ran: a backward that raises keeps the tape
+            # only once every VJP ran: a backward that raises keeps the tape
+            if not retain_graph:
                 for node in order:
                     node.saved = node.out = None
             _accumulate_leaves(leaves, ct, create_graph)
@@ -259,8 +269,8 @@ def _to_array(data, dtype=None) -> np.ndarray:
     elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
         data = [d.data if isinstance(d, Tensor) else d for d in data]
     if isinstance(data, core.Value):
-        raise GraphError(f'cannot make a Tensor from a {type(data).__name__}: a Symbol has no value until '
-                         f'Session.run')
+        raise GraphError(f'cannot make a Tensor from a {type(data).__name__}: a Symbol has no '
+                         f'value until Session.run')
     return validate.value_array(data, 'mg.tensor', dtype)
 
 
@@ -268,7 +278,8 @@ def _to_array(data, dtype=None) -> np.ndarray:
 def eager_apply(prim, args, params):
     """Compute prim on the arrays now; record a TapeNode if some input requires grad."""
     vals, parents = _unpack(args)       # the arrays, and the edges the TapeNode would get
-    if _VALUE_BASED:                    # numpy 1.x widens uint8 + 300 to uint16: refuse it as numpy 2 does
+    # numpy 1.x widens uint8 + 300 to uint16: refuse it as numpy 2 does
+    if _VALUE_BASED:
         dtypes.check_weak_ints(prim.name, vals)
     try:
         out = prim.impl(*vals, **params)
@@ -278,9 +289,10 @@ def eager_apply(prim, args, params):
         raise shape_error(prim, args, params, e) from None
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-    if out.dtype.kind == 'O':           # an operand was an object array: numpy would compute nonsense
-        raise InputError(f'{prim.name}: an operand holds Python objects ({", ".join(map(describe, args))}); '
-                         f'use numbers, bools or numeric arrays')
+    # an operand was an object array: numpy would compute nonsense
+    if out.dtype.kind == 'O':
+        raise InputError(f'{prim.name}: an operand holds Python objects '
+                         f'({", ".join(map(describe, args))}); use numbers, bools or numeric arrays')
     return _result(prim, args, params, vals, parents, out)
 
 
@@ -289,7 +301,8 @@ def _result(prim, args, params, vals, parents, out):
     t = Tensor._make(out)
     if parents is not None and state.grad_enabled and prim.vjp is not None and out.dtype.kind == 'f':
         if out.nbytes >= STAND_IN_BYTES and prim.saves_inputs is not True and not prim.saves_out:
-            vals = _stand_ins(prim, vals)       # memory: keep no big input the VJP reads only the shape of
+            # memory: keep no big input the VJP reads only the shape of
+            vals = _stand_ins(prim, vals)
         t.grad_fn = TapeNode(prim, params, parents, vals, out if prim.saves_out else None)
         t._requires_grad = True
     if state.tapes:
@@ -304,8 +317,8 @@ def _stand_ins(prim, vals) -> tuple:
     """vals, with each input of STAND_IN_BYTES or more whose value the VJP does not read replaced by a
     stand-in: an array of its shape and dtype that holds no memory (zero strides, all zeros)."""
     return tuple([np.ndarray(v.shape, v.dtype, P.zero_of(v.dtype), 0, (0,) * v.ndim)
-                  if type(v) is np.ndarray and v.nbytes >= STAND_IN_BYTES and not prim.reads_input(k) else v
-                  for k, v in enumerate(vals)])
+                  if type(v) is np.ndarray and v.nbytes >= STAND_IN_BYTES
+                  and not prim.reads_input(k) else v for k, v in enumerate(vals)])
 
 
 def is_stand_in(v) -> bool:
@@ -347,8 +360,9 @@ def _check_grads(leaves):
     for t in leaves:
         if t.grad is not None and (not isinstance(t.grad, Tensor) or t.grad.shape != t.shape
                                    or t.grad.dtype != t.dtype):
-            raise BackwardError(f'backward(): {describe(t)} has a .grad of {describe(t.grad)} to add to; a .grad '
-                                f'has its tensor\'s shape and dtype (set .grad = None, or opt.zero_grad(), first)')
+            raise BackwardError(f'backward(): {describe(t)} has a .grad of {describe(t.grad)} '
+                                f'to add to; a .grad has its tensor\'s shape and dtype '
+                                f'(set .grad = None, or opt.zero_grad(), first)')
 
 
 def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
@@ -363,10 +377,12 @@ def grad(y: Tensor, x: Tensor, gradient=None, create_graph=False) -> Tensor:
     """
     target = x.grad_fn or x
     if not y._requires_grad or y.grad_fn is None:
-        return Tensor._make(_seed(y, gradient, False)) if y is x else Tensor._make(np.zeros(x.shape, x.dtype))
+        value = _seed(y, gradient, False) if y is x else np.zeros(x.shape, x.dtype)
+        return Tensor._make(value)
     g = _seed(y, gradient, create_graph)
     order, _ = _tape_order(y.grad_fn)
-    if x.grad_fn is not None:           # nothing recorded before x depends on x: the sweep stops at x
+    # nothing recorded before x depends on x: the sweep stops at x
+    if x.grad_fn is not None:
         order = [n for n in order if n.seq > target.seq]
     if inplace.stale:
         inplace.check_saved(order)
@@ -396,8 +412,8 @@ def _seed(root, gradient, create_graph):
         g = validate.value_array(gradient.data if isinstance(gradient, Tensor) else gradient,
                              'backward(): gradient').astype(root.data.dtype)
         if g.shape != root.data.shape:
-            raise ShapeError(f'backward(): gradient has shape {g.shape} but {describe(root)} has shape '
-                             f'{root.data.shape}; they must match')
+            raise ShapeError(f'backward(): gradient has shape {g.shape} but {describe(root)} '
+                             f'has shape {root.data.shape}; they must match')
     if create_graph:
         g = gradient if isinstance(gradient, Tensor) and gradient.dtype == root.dtype else Tensor._make(g)
     return g
@@ -412,8 +428,8 @@ def _call_vjp(node, g, create_graph=False):
     saved, parents = node.saved, node.parents
     if saved is None:
         raise BackwardError(
-            f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), but its "
-            f'saved values were freed after the first backward() to save memory. Pass '
+            f"backward(): trying to go through the graph a second time (at '{node.prim.name}'), "
+            f'but its saved values were freed after the first backward() to save memory. Pass '
             f'retain_graph=True to the first backward() if you need to call it again.')
     if create_graph:                    # the VJP runs on Tensors, so the tape records it too
         saved = tuple(_wrap(p, v) for p, v in zip(parents, saved))
@@ -425,7 +441,8 @@ def _call_vjp(node, g, create_graph=False):
     except NotImplementedError:         # an exercise stub: the checks say 'not done yet'
         raise
     except Exception as e:              # re-raised, naming the op: the tape is still whole
-        raise BackwardError(f"backward(): the VJP of '{node.prim.name}' failed: {type(e).__name__}: {e}") from e
+        raise BackwardError(f"backward(): the VJP of '{node.prim.name}' failed: "
+                            f'{type(e).__name__}: {e}') from e
     return zip(parents, grads)
 
 
@@ -454,7 +471,8 @@ def _accumulate(t: Tensor, g, create_graph, copy=False):
         if g.dtype != t.data.dtype:
             g = g.astype(t.data.dtype)
         elif copy or not g.flags.writeable or g.base is not None:
-            g = g.copy()                # broadcast views are read-only, views share memory: a .grad must own its array
+            # broadcast views are read-only, views share memory: a .grad must own its array
+            g = g.copy()
         g = Tensor._make(g)
     elif not create_graph:
         g = g.detach()

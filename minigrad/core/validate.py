@@ -31,14 +31,18 @@ def value_array(data, what: str, dtype=None) -> np.ndarray:
     return arr
 
 
+def is_int(value) -> bool:
+    """Whether `value` is an int or a numpy integer, not a bool (True is an int to Python)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def check_int(value, what: str, low=None) -> int:
     """`value` as an int (not a bool or float) of at least `low`, or an InputError naming `what`.
 
     >>> check_int(3, 'Linear: in_features', low=1)
     3
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or \
-            (low is not None and value < low):
+    if not is_int(value) or (low is not None and value < low):
         expected = 'an int' + ('' if low is None else f' >= {low}')
         raise InputError(f'{what}: expected {expected}, got {type(value).__name__} {value!r}')
     return int(value)
@@ -50,8 +54,7 @@ def check_shape(shape, what: str, unknown=False) -> tuple:
     >>> check_shape((2, None), 'mg.placeholder: shape', unknown=True)
     (2, None)
     """
-    one_int = isinstance(shape, (int, np.integer)) and not isinstance(shape, bool)
-    dims = (shape,) if one_int else shape
+    dims = (shape,) if is_int(shape) else shape
     if not isinstance(dims, (tuple, list)):
         raise InputError(f'{what}: expected a tuple of ints, got {type(shape).__name__} {shape!r}')
     return tuple(None if unknown and d is None else check_int(d, f'{what} {shape!r}', low=0)
