@@ -61,7 +61,7 @@ FUNCTION_LIMIT = 60         # lines of any function, its docstring included
 # Code lines of every other folder ('top level': the modules directly in minigrad/ together): today's sizes,
 # re-set by hand when a folder's size changes on purpose.
 FOLDER_CEILINGS = {'compiler': 1787, 'transforms': 1246, 'nn': 492, 'onnx': 586, 'viz': 1101, 'course': 774,
-                   'top level': 419}
+                   'top level': 420}
 
 
 def rel(p):

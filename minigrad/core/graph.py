@@ -474,13 +474,13 @@ def _check_node(node, defined, rules) -> str | None:
     if node.prim not in SOURCES and node.prim not in STATEFUL:
         # most nodes have none: verify skips the copy
         params = _rule_params(node) if node.params else {}
-        # the params' types too: 1 == 1.0
+        # the key holds each param's type too: 1 == 1.0
         key = (node.prim, tuple([(s.shape, s.dtype) for s in node.inputs]),
                tuple(sorted([(k, type(v), v) for k, v in params.items()])) if params else ())
         try:
             avals = rules.get(key)
-        # unhashable params (an array, a graph): this node's rule simply runs (no memo)
         except TypeError:
+            # unhashable params (an array, a graph): this node's rule simply runs (no memo)
             key = avals = None
         if avals is None:
             try:

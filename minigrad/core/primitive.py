@@ -324,8 +324,8 @@ def shape_error(prim: Primitive, args, params, exc: Exception) -> MinigradError:
         prim.shape_rule(*[aval_of(a) for a in args], **params)
     except MinigradError as e:
         return e
-    # the rule cannot judge them either: say both
     except (ValueError, IndexError, TypeError, OverflowError) as e:
+        # the rule cannot judge them either: say both
         exc = exc if isinstance(exc, OverflowError) else \
             f'{type(exc).__name__}: {exc} (and its shape rule: {type(e).__name__}: {e})'
     what = ', '.join(describe(a) for a in args)
