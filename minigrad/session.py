@@ -97,8 +97,9 @@ class Session:
             if len(self._programs) > self.CACHE_SIZE:
                 self._programs.popitem(last=False)
                 self.evictions += 1
-        states = [self.state[id(v.node)] if id(v.node) in self.state else np.array(v.node.params['initial_value'])
-                  for v in prog.variables]
+        # a Variable's storage is C-ordered (as loop kernels read it), whatever its initial value's layout
+        states = [self.state[id(v.node)] if id(v.node) in self.state else
+                  np.array(v.node.params['initial_value'], order='C') for v in prog.variables]
         out = prog.run([feeds[id(s)] for s in prog.inputs], states)
         for v, s in zip(prog.variables, states):       # only a run that finished updates the state
             self.state[id(v.node)] = s

@@ -1,12 +1,17 @@
 """Measure the loop kernels' tanh/exp/log approximations (minigrad/compiler/approx.py) in ulps.
 
-    python scripts/ulp_error.py [--float32-step K] [--float64-samples N]
+    python scripts/ulp_error.py [--float32-step K] [--float64-samples N] [--only NAME ...] [--backend B]
 
 float32: every bit pattern (2^32 inputs; ``--float32-step K`` takes every K-th for a quick run),
 through a compiled numba Program (the real kernel), against numpy's float32 function and against
 the correctly rounded value (numpy's float64 function rounded to float32). float64: N random bit
 patterns plus N values spread over each function's interesting range, against numpy. A special
 value (nan, inf, -0.0) that differs from numpy's counts as a mismatch, never as ulps.
+
+``--only sigmoid`` measures mg.sigmoid (a composite: its error comes from its formula, on numpy's exp or
+the kernels' approximation): numpy has no sigmoid, so 'vs numpy' is against the numpy backend's program,
+and the reference is 1 / (1 + exp(-x)) in float64 (float32 inputs) or long double (float64 inputs).
+``--backend numpy`` measures the numpy backend's programs instead of the loop kernels (the tape's values).
 """
 from __future__ import annotations
 
@@ -41,29 +46,47 @@ def compare(got, ref) -> tuple[int, int]:
     return int(ulps.max()) if ulps.size else 0, bad
 
 
-def program(name, dtype, n):
+BACKEND = 'numba'
+
+
+def program(name, dtype, n, backend=None):
     """The compiled kernel computing `name` on an (n,) array (a multiply by 1 keeps it a kernel)."""
     g = mg.Graph()
     with g.as_default():
         x = mg.placeholder(dtype, (n,), name='x')
         one = mg.placeholder(dtype, (n,), name='one')
         y = getattr(mg, name)(x * one)
-    prog = mg.compile(y, [x, one], backend='numba')
-    assert prog.stats['kernels'] == 1, prog.stats
+    prog = mg.compile(y, [x, one], backend=backend or BACKEND)
+    assert prog.stats['kernels'] == (1 if (backend or BACKEND) == 'numba' else 0), prog.stats
     return prog
+
+
+def reference(name, n, dtype):
+    """numpy's function; for sigmoid, which numpy lacks, the numpy backend's program."""
+    if name != 'sigmoid':
+        return getattr(np, name)
+    prog = program(name, dtype, n, 'numpy')
+    return lambda x: prog(x, np.ones(x.size, x.dtype))
+
+
+def exact(name, x):
+    """`name` of float32 `x` correctly rounded (from float64), or of float64 `x` from long double."""
+    wide = x.astype(np.float64 if x.dtype == np.float32 else np.longdouble)
+    y = 1 / (1 + np.exp(-wide)) if name == 'sigmoid' else getattr(np, name)(wide)
+    return y.astype(x.dtype)
 
 
 def float32_all(names, step, chunk=1 << 24):
     total = 1 << 32
     for name in names:
-        prog, fn = program(name, np.float32, chunk // step), getattr(np, name)
+        prog, fn = program(name, np.float32, chunk // step), reference(name, chunk // step, np.float32)
         one, worst, worst_true, bad, t0 = np.ones(chunk // step, np.float32), 0, 0, 0, time.time()
         ref_np_vs_true = 0
         with np.errstate(all='ignore'):
             for start in range(0, total, chunk):
                 x = np.arange(start, start + chunk, step, dtype=np.uint64).astype(np.uint32).view(np.float32)
                 got, ref = prog(x, one), fn(x)
-                true = fn(x.astype(np.float64)).astype(np.float32)
+                true = exact(name, x)
                 u, b = compare(got, ref)
                 ut, _ = compare(got, true)
                 un, _ = compare(ref, true)
@@ -73,17 +96,19 @@ def float32_all(names, step, chunk=1 << 24):
 
 
 def float64_sample(names, n, rng):
-    spread = {'tanh': (-25, 25), 'exp': (-745, 710), 'log': (0, 1e6)}
+    spread = {'tanh': (-25, 25), 'exp': (-745, 710), 'log': (0, 1e6), 'sigmoid': (-745, 40)}
     for name in names:
-        prog, fn = program(name, np.float64, n), getattr(np, name)
+        prog, fn = program(name, np.float64, n), reference(name, n, np.float64)
         lo, hi = spread[name]
-        worst, bad = 0, 0
+        worst, worst_true, bad = 0, 0, 0
         with np.errstate(all='ignore'):
             for x in (rng.integers(0, 2 ** 63, n, dtype=np.uint64).view(np.float64) * rng.choice([-1, 1], n),
                       rng.uniform(lo, hi, n), rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-30, 3, n)):
-                u, b = compare(prog(x, np.ones(n)), fn(x))
+                got = prog(x, np.ones(n))
+                u, b = compare(got, fn(x))
                 worst, bad = max(worst, u), bad + b
-        print(f'| {name} | float64 | {3 * n:,} random | {worst} | - | - | {bad} | '
+                worst_true = max(worst_true, compare(got, exact(name, x))[0])
+        print(f'| {name} | float64 | {3 * n:,} random | {worst} | {worst_true} | - | {bad} | '
               f'{", ".join(prog.stats["approximations"])} | |', flush=True)
 
 
@@ -91,8 +116,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--float32-step', type=int, default=1, help='take every K-th float32 (1: all 2^32)')
     ap.add_argument('--float64-samples', type=int, default=1 << 22)
-    ap.add_argument('--only', nargs='*', default=['tanh', 'exp', 'log'])
+    ap.add_argument('--only', nargs='*', default=['tanh', 'exp', 'log'], help='also: sigmoid')
+    ap.add_argument('--backend', default='numba', choices=['numba', 'numpy'])
     opts = ap.parse_args(argv)
+    global BACKEND
+    BACKEND = opts.backend
     if not mg.compiler.kernels.available():
         sys.exit('needs numba: the approximations only run in numba loop kernels')
     print('| op | dtype | inputs | max ulps vs numpy | vs correctly rounded | numpy vs correctly rounded | '

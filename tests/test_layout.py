@@ -60,7 +60,7 @@ TAPE_PATH_BUDGET = 1000     # code lines of the core/ functions that run from `a
 FUNCTION_LIMIT = 60         # lines of any function, its docstring included
 # Code lines of every other folder ('top level': the modules directly in minigrad/ together): today's sizes,
 # re-set by hand when a folder's size changes on purpose.
-FOLDER_CEILINGS = {'compiler': 1787, 'transforms': 1246, 'nn': 492, 'onnx': 586, 'viz': 1101, 'course': 774,
+FOLDER_CEILINGS = {'compiler': 1829, 'transforms': 1629, 'nn': 492, 'onnx': 586, 'viz': 1101, 'course': 774,
                    'top level': 420}
 
 

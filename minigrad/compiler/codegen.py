@@ -107,6 +107,9 @@ class Codegen:
             elif v.kind == 'state' and v.first == -1:
                 self.names[id(v)] = f's{v.const}'
                 self.body.append(f's{v.const} = S[{v.const}]  # {comment_safe(v.name)}')
+                if v.contig:                # a loop kernel reads it as C-contiguous (program.state may be set to any array)
+                    self.body.append(f"if not s{v.const}.flags.c_contiguous: s{v.const} = "
+                                     f"{self.fn('ascontiguousarray')}(s{v.const})")
 
     # -- steps
     def out_buffer(self, st):
@@ -170,8 +173,8 @@ class Codegen:
             self.names[id(st.outs[0])] = new
         else:
             new = self.name(st.outs[0])
-            self.body.append(f"{new} = {self.fn('array')}({args[1]}, {self.dtype(var.dtype)})  "
-                             f"# assign {comment_safe(var.name)}")
+            self.body.append(f"{new} = {self.fn('array')}({args[1]}, {self.dtype(var.dtype)}, order='C')  "
+                             f"# assign {comment_safe(var.name)}: C order, as loop kernels read it")
         self.commits.append((i, new))
 
     # -- results

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import functools
+import glob
 import hashlib
 import importlib.util
 import keyword
@@ -26,6 +28,7 @@ import os
 import re
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -36,6 +39,7 @@ from .codegen import comment_safe
 
 try:
     import numba
+    import numba.core.caching
     import llvmlite.binding
     # A fused backward pass reads and writes dozens of arrays; LLVM then needs that many runtime
     # checks that no two overlap before it vectorises the loop, and by default gives up (the
@@ -71,6 +75,11 @@ def why_not(node) -> str | None:
         return 'a shape unknown at compile time'
     if o.dtype.kind not in 'fb':
         return f'{o.dtype} results (kernels compute float and bool values; numba widens integers differently)'
+    if any(s.dtype == np.float16 for s in [o, *node.inputs]):
+        return 'float16 values (numba has no float16 arithmetic on the CPU)'
+    ins = [s.dtype for s in node.inputs]
+    if o.dtype.kind == 'b' and all(d.kind in 'iu' for d in ins) and np.result_type(*ins).kind == 'f':
+        return 'a comparison of int64 and uint64 (numpy compares them exactly; a kernel would in float64)'
     return None
 
 
@@ -316,11 +325,12 @@ class Kernel:
     """One compiled loop kernel: ``source`` (the loop), ``fn`` (numba), ``seconds`` it took to
     compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded),
     ``approximations``: the approx.py functions it calls (tanh, exp, log); ``interleave``: vectors per
-    loop iteration forced on LLVM (INTERLEAVE), or None (LLVM's choice)."""
+    loop iteration forced on LLVM (INTERLEAVE), or None (LLVM's choice); ``repaired``: why its cache entry,
+    found damaged, was rebuilt (None: it was not)."""
 
-    def __init__(self, source, fn, seconds, origin, path, approximations=(), interleave=None):
+    def __init__(self, source, fn, seconds, origin, path, approximations=(), interleave=None, repaired=None):
         self._source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
-        self.approximations, self.interleave = tuple(approximations), interleave
+        self.approximations, self.interleave, self.repaired = tuple(approximations), interleave, repaired
 
     @property
     def source(self) -> str:
@@ -384,30 +394,67 @@ def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
     # speed: a kernel already loaded in this process, or in numba's disk cache, is not compiled again
     if key in _LOADED:
         return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used), ilv)
-    _write_once(path, code)
+    repaired = _write_once(path, code)
+    try:
+        fn = _import(key, path, ilv)
+    except Exception as e:              # noqa: BLE001 -- a damaged pickle raises about anything
+        cached = _numba_cache_files(path)
+        if not cached:                  # nothing cached: a real compile error
+            raise
+        repaired = f"numba's cache entry for it was damaged ({type(e).__name__}: {e}); it was removed"
+        for f in cached:
+            with contextlib.suppress(FileNotFoundError):        # (another process may have removed it first)
+                os.remove(f)
+        fn = _import(key, path, ilv)
+    if repaired:
+        warnings.warn(f'minigrad: the kernel cache entry {path} was damaged and has been rebuilt: {repaired}',
+                      RuntimeWarning, stacklevel=2)
+    origin = 'disk cache' if sum(fn.stats.cache_hits.values()) else 'compiled'
+    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used), ilv, repaired)
+
+
+def _import(key, path, ilv):
+    """The kernel function of the file at `path`: numba compiles it as it is imported (its explicit signature), or
+    loads it from numba's disk cache."""
     spec = importlib.util.spec_from_file_location(f'minigrad_kernel_{key}', path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module          # numba's cached code refers to its module by name
     try:                                     # a process-wide LLVM setting: on for this compile only (0: LLVM's choice)
         llvmlite.binding.set_option('minigrad', f'-force-vector-interleave={ilv or 0}')
-        spec.loader.exec_module(module)      # compiles now (explicit signature), or loads numba's cache
+        spec.loader.exec_module(module)
     finally:
         llvmlite.binding.set_option('minigrad', '-force-vector-interleave=0')
     fn = _LOADED[key] = module.kernel
-    origin = 'disk cache' if sum(fn.stats.cache_hits.values()) else 'compiled'
-    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used), ilv)
+    return fn
 
 
-def _write_once(path, text):
-    """Write the kernel file unless it is there (rewriting it would invalidate numba's cache)."""
-    if os.path.exists(path):
-        return
+def _numba_cache_files(path) -> list:
+    """numba's index and data files for the kernel file at `path`: in its __pycache__, or under NUMBA_CACHE_DIR."""
+    dirs = [os.path.join(os.path.dirname(path), '__pycache__')]
+    if numba.config.CACHE_DIR:
+        dirs.append(os.path.join(numba.config.CACHE_DIR,
+                                 numba.core.caching._CacheLocator.get_suitable_cache_subpath(path)))
+    stem = glob.escape(os.path.splitext(os.path.basename(path))[0])
+    return [f for d in dirs for f in glob.glob(os.path.join(glob.escape(d), f'{stem}.*.nb[ic]'))]
+
+
+def _write_once(path, text) -> str | None:
+    """Write the kernel file unless it holds `text` (rewriting it would invalidate numba's cache). A file there with
+    other text was damaged (its name is the hash of its text): it is written again, and the reason returned."""
+    try:
+        with open(path, 'rb') as f:
+            if f.read() == text.encode():
+                return None
+        repaired = 'the kernel file did not hold its source; it was written again'
+    except FileNotFoundError:
+        repaired = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f'{path}.{os.getpid()}.tmp'
-        with open(tmp, 'w') as f:
-            f.write(text)
+        with open(tmp, 'wb') as f:           # bytes: the text read back (above) is the text written, on any OS
+            f.write(text.encode())
         os.replace(tmp, path)               # atomic: a concurrent process sees all of it or nothing
+        return repaired
     except OSError as e:
         raise MinigradError(f"backend='numba': cannot write kernels to {os.path.dirname(path)} ({e}); set "
                             f"MINIGRAD_CACHE_DIR to a writable directory, or use backend='numpy'") from None

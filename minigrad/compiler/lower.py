@@ -164,7 +164,7 @@ class _Flattener:
             c = self.new(v, 'const')
             c.const = np.array(v.const, v.dtype, order='C').reshape(v.shape)
             return c
-        v.contig = v.contig or v.kind in ('input', 'alias')
+        v.contig = v.contig or v.kind in ('input', 'alias', 'state')
         return v
 
 

@@ -84,7 +84,7 @@ class Program:
         self.graph, self.history, self.inputs, self.outputs = graph, history, inputs, outputs
         self.variables, self.stats, self._single, self.backend = variables, stats, single, backend
         self._lock = threading.Lock()
-        self.state = [np.array(v.node.params['initial_value']) for v in variables]
+        self.state = [np.array(v.node.params['initial_value'], order='C') for v in variables]   # as kernels read it
         var_keys = [id(v.node.params['initial_value']) for v in variables]
         vals, allv, steps = flatten(graph, graph.inputs, var_keys, backend)
         ivals = [vals[id(s)] for s in graph.inputs]
@@ -96,7 +96,8 @@ class Program:
         self.stats.update(steps=len(steps), backend=backend, kernels=len(self.kernels),
                           kernel_seconds=[round(k.seconds, 4) for k in self.kernels],
                           kernel_origin=[k.origin for k in self.kernels],
-                          approximations={a: APPROX[a][0] for k in self.kernels for a in k.approximations})
+                          approximations={a: APPROX[a][0] for k in self.kernels for a in k.approximations},
+                          kernel_cache_repaired={k.path: k.repaired for k in self.kernels if k.repaired})
         ns = {}
         exec(compile(driver, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]

@@ -46,10 +46,6 @@ class MaxIterationsError(MinigradError):
     """A while_loop ran more iterations than its max_iterations."""
 
 
-def _run(graph, args, captured):
-    return run_graph(graph, list(args), list(captured))
-
-
 def _float(s) -> bool:
     return np.dtype(s.dtype).kind == 'f'
 
@@ -88,17 +84,15 @@ def _subgraph(outer: Graph, name: str, fn, avals=()) -> Graph:
     with g.as_default():
         g.inputs = [placeholder(a.dtype, a.shape, name=f'{name}_in{i}') for i, a in enumerate(avals)]
         res = fn(*g.inputs)
-        single = not isinstance(res, (list, tuple))
-        outs = [res] if single else list(res)
-        g.outputs = [g.lift(o) for o in outs]
-    g.single = single
+        g.single = not isinstance(res, (list, tuple))
+        g.outputs = [g.lift(o) for o in ([res] if g.single else res)]
     return g
 
 
 # ------------------------------------------------------------------ cond
 def _cond_impl(pred, *captured, true_graph, false_graph):
     branch = true_graph if bool(np.asarray(pred).reshape(-1)[0]) else false_graph
-    return _run(branch, [], captured)
+    return run_graph(branch, [], captured)
 
 
 def _cond_rule(pred, *captured, true_graph, false_graph):
@@ -204,10 +198,10 @@ def cond(pred, true_fn, false_fn):
         if isinstance(pred, Tensor) and pred.data.size != 1:
             raise GraphError(f'cond: the predicate must be a scalar, got {describe(pred)}')
         return true_fn() if bool(pred) else false_fn()
-    t_single = []
     with pred.graph.atomic():
-        outs = _cond_build(pred, _remember(true_fn, t_single), false_fn)
-    return outs[0] if t_single[0] else tuple(outs)
+        outs = _cond_build(pred, true_fn, false_fn)
+    # (a branch written as `return x` gives one value, not a tuple)
+    return outs[0] if outs and outs[0].node.params['true_graph'].single else tuple(outs)
 
 
 def _callables(who, **fns):
@@ -227,27 +221,19 @@ def _returns_values(fn, who):
     return checked
 
 
-def _remember(fn, box):
-    def wrapped(*a):
-        r = fn(*a)
-        box.append(not isinstance(r, (list, tuple)))
-        return r
-    return wrapped
-
-
 # ------------------------------------------------------------------ while_loop
 def _while_impl(*args, cond_graph, body_graph, max_iterations, name):
     n, nc = len(cond_graph.inputs), len(cond_graph.captures)
     vals, ccap, bcap = list(args[:n]), args[n:n + nc], args[n + nc:]
     stack = []
-    while bool(np.asarray(_run(cond_graph, vals, ccap)[0]).reshape(-1)[0]):
+    while bool(np.asarray(run_graph(cond_graph, vals, ccap)[0]).reshape(-1)[0]):
         if len(stack) >= max_iterations:
             raise MaxIterationsError(
                 f"while_loop '{name}': the condition is still true after max_iterations={max_iterations} "
                 f'iterations (loop vars now: {", ".join(_preview(v) for v in vals)}). Raise max_iterations '
                 f'if the loop really needs more steps, or fix the condition/body so the loop ends.')
         stack.append(tuple(vals))
-        vals = _run(body_graph, vals, bcap)
+        vals = run_graph(body_graph, vals, bcap)
     return (*vals, stack)
 
 
@@ -299,7 +285,7 @@ def _while_grad_impl(stack, *rest, grad_graph, name):
     cts, caps = list(rest[:n_ct]), rest[n_ct:]
     acc = None
     for vals in reversed(stack):            # pop the saved iterations, last first
-        res = _run(grad_graph, [*vals, *cts], caps)
+        res = run_graph(grad_graph, [*vals, *cts], caps)
         cts, inv = res[:n_ct], res[n_ct:]
         acc = inv if acc is None else [a + b for a, b in zip(acc, inv)]
     if acc is None:
@@ -338,7 +324,8 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
     iteration's loop vars are pushed on an explicit stack (an extra output, dtype
     object) that the gradient loop pops. ``max_iterations`` (default 100,000)
     turns a loop that never ends into a MaxIterationsError. On eager Tensors this is
-    a plain Python loop.
+    a plain Python loop (a graph node from the first Symbol that cond or body reads on);
+    mg.jvp and mg.vmap run it their own way (Value.while_rule).
 
     >>> import minigrad as mg
     >>> g = mg.Graph()
@@ -356,22 +343,29 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
         raise InputError(f"while_loop '{name}': needs at least one loop variable; loop_vars is empty")
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
         validate.check_int(max_iterations, f"while_loop '{name}': max_iterations", low=1)
-    # a transformation with its own rule (vmap: while any example's holds)
-    for kind in core.Value.kinds:
-        out = kind.while_rule(cond, body, vs, loop_vars, single, limit, name)
-        if out is not NotImplemented:
-            return out
-    if not any(isinstance(v, Symbol) for v in vs) and any(isinstance(v, Tensor) for v in vs):
-        steps = 0                           # eager: an ordinary Python loop, recorded on the tape
-        while bool(cond(*vs)):
-            if steps >= limit:
-                raise MaxIterationsError(f"while_loop '{name}': still running after max_iterations={limit}; "
-                                         f'raise max_iterations or fix the condition')
-            r = body(*vs)
-            vs = [r] if not isinstance(r, (list, tuple)) else list(r)
-            steps += 1
-        return vs[0] if single else type(loop_vars)(vs)
-    outer = _outer_graph(*vs)
+    # the kind of the loop vars decides, after every step: a transformation's own rule (vmap: while any
+    # example's condition holds; jvp: the values and their tangents together), an ordinary Python loop on
+    # Tensors (recorded on the tape), a graph node on Symbols or numbers, or once cond or body read a Symbol
+    steps, test = 0, None
+    while True:
+        for kind in core.Value.kinds:
+            out = kind.while_rule(cond, body, vs, loop_vars, single, limit, name)
+            if out is not NotImplemented:
+                return out
+        if any(isinstance(v, Symbol) for v in vs) or not any(isinstance(v, Tensor) for v in vs):
+            break
+        test = cond(*vs)
+        if isinstance(test, Symbol):
+            break
+        if not bool(test):
+            return vs[0] if single else type(loop_vars)(vs)
+        if steps >= limit:
+            raise MaxIterationsError(f"while_loop '{name}': still running after max_iterations={limit}; "
+                                     f'raise max_iterations or fix the condition')
+        r = body(*vs)
+        vs = [r] if not isinstance(r, (list, tuple)) else list(r)
+        steps += 1
+    outer = _outer_graph(*vs, test)
     with outer.atomic():
         return _while_build(outer, cond, body, vs, loop_vars, single, limit, name)
 

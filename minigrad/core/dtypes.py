@@ -29,7 +29,7 @@ def weak_dtype(value, dtypes, what='value') -> np.dtype:
     kinds, default = ('iuf', int64) if isinstance(value, int) else ('f', float64)
     near = [d for d in dtypes if d.kind in kinds]
     dt = np.result_type(*near) if near else default
-    if isinstance(value, int) and dt.kind in 'iu' and not _int_min(dt) <= value <= _int_max(dt):
+    if isinstance(value, int) and dt.kind in 'iu' and value not in int_range(dt):
         raise InputError(f'{what}: the Python int {value} is out of range for {dt} '
                          f'(numpy 2 refuses it too); use a wider dtype (.astype(mg.int64) '
                          f'or mg.float64) or a smaller number')
@@ -38,20 +38,33 @@ def weak_dtype(value, dtypes, what='value') -> np.dtype:
 
 # np.iinfo takes ~10 us a call: building a graph of scalar ops asked it per op
 @functools.lru_cache(maxsize=None)
-def _int_min(dt):
-    return int(np.iinfo(dt).min)
+def int_range(dt) -> range:
+    """The ints integer dtype `dt` holds: ``300 in int_range(np.dtype(np.int8))`` is False."""
+    info = np.iinfo(dt)
+    return range(int(info.min), int(info.max) + 1)
 
 
-@functools.lru_cache(maxsize=None)
-def _int_max(dt):
-    return int(np.iinfo(dt).max)
+def exact_ints(x, y, divide=False):
+    """(x, y), a Python int out of the range of the other's integer dtype made a numpy value that holds it, as
+    numpy 2 divides and compares such an int (NEP 50 lets these ufuncs take its value; add and the others refuse
+    it): int8 / 300 is float64, int8 < 300 True. Beyond 64 bits a division takes it as a float, a comparison as
+    +-2**65 (every 64-bit int compares with it as with the int)."""
+    def exact(v, other):
+        dt = aval_of(other).dtype if type(v) is int else None
+        if dt is None or dt.kind not in 'iu' or v in int_range(dt):
+            return v
+        if v in range(-2 ** 63, 2 ** 64):
+            return np.int64(v) if v < 2 ** 63 else np.uint64(v)
+        return float(v) if divide else 2.0 ** 65 if v > 0 else -2.0 ** 65
+    return exact(x, y), exact(y, x)
 
 
 def check_weak_ints(op: str, vals):
-    """An InputError for a Python int out of the range of the arrays' dtype (numpy 1.x would widen it)."""
+    """An InputError for a Python int out of the range of the arrays' dtype (numpy 1.x would widen it), but in a
+    division or a comparison, which numpy 2 computes (see exact_ints)."""
     strong = [v.dtype for v in vals if isinstance(v, np.ndarray)]
     for v in vals:
-        if type(v) is int and strong:
+        if type(v) is int and strong and op not in ('div', 'less', 'equal'):
             weak_dtype(v, strong, op)
 
 

@@ -265,7 +265,8 @@ class Graph:
     """
 
     __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor',
-                 'notes', 'grad_nodes', 'single', '_names', '_scalars', 'tracer', '__weakref__')
+                 'notes', 'grad_nodes', 'no_grad', 'single', '_names', '_scalars', 'tracer',
+                 '__weakref__')
 
     def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
         self.name = name
@@ -280,6 +281,8 @@ class Graph:
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
         # ids of the nodes mg.gradients added (drawn as backward)
         self.grad_nodes: set[int] = set()
+        # the stop_gradient nodes mg.no_grad() added (not the user's own): mg.gradients refuses a y they made
+        self.no_grad: set[Node] = set()
         self.single = False                  # a cond/while body written as `return x` (not a tuple)
         self._names = Names()
         # (dtype, bytes) -> its constant, in _one_constant_per_value
@@ -647,6 +650,7 @@ def graph_apply(prim: Primitive, args, params):
     # built under mg.no_grad(): as on the tape, no gradient flows back
     if not state.grad_enabled and prim.vjp is not None:
         outs = [P.stop_gradient(o) if o.dtype.kind == 'f' else o for o in outs]
+        g.no_grad.update(o.node for o in outs if o.node.prim is P.stop_gradient)
     return tuple(outs) if multiple else outs[0]
 
 
@@ -701,6 +705,10 @@ def gradients(ys, xs, grad_ys=None) -> list[Symbol]:
             if y.dtype.kind != 'f':
                 raise MinigradError(f"gradients: '{y.name}' has dtype {y.dtype}; only float values "
                                     f'can be differentiated')
+            # as the tape's backward (an explicit mg.stop_gradient gives zeros)
+            if y.node in g.no_grad:
+                raise GraphError(f"gradients: '{y.node.inputs[0].name}' was computed under "
+                                 f'mg.no_grad(), so no gradient flows back; build it outside')
             gy = ones_like(y) if gy is None else _seed(g, y, gy)
             ct[id(y)] = gy if id(y) not in ct else P.add(ct[id(y)], gy)
         found: dict = {}

@@ -32,7 +32,7 @@ import numpy as np
 from .primitive import (Aval, Primitive, elementwise_rule, broadcast_shapes, fmt_shape, aval_of,
                         bool_, normalize_axes, Value, register_primitive)
 from .validate import check_dtype
-from .dtypes import result_dtype, NEP50
+from .dtypes import result_dtype, exact_ints, int_range, NEP50
 from .errors import InputError, ShapeError
 
 
@@ -46,8 +46,6 @@ def ew(name, impl, vjp=None, **flags) -> Primitive:
 
 
 def _ndim(x):
-    if type(x) is np.ndarray:
-        return x.ndim
     s = aval_of(x).shape
     return None if s is None else len(s)
 
@@ -256,7 +254,7 @@ def sub(x, y):
     dt = result_dtype(np.subtract, 'subtract', x, y)
     # a weak Python scalar: negate it in Python when it fits
     if isinstance(y, (bool, int, float)):
-        fits = dt.kind == 'f' or np.iinfo(dt).min <= -y <= np.iinfo(dt).max
+        fits = dt.kind == 'f' or -y in int_range(dt)
         return add(x, -y if fits else mul(np.asarray(y, dt), _minus_one(dt, 'subtract')))
     ydt = aval_of(y).dtype
     return add(x, neg(y if ydt == dt or ydt.kind == 'f' else cast(y, dtype=dt)))
@@ -275,11 +273,13 @@ def flip(x):
     return mul(x, m1) if dt.kind == 'f' else add(mul(x, m1), m1)
 
 
+# comparisons take a Python int out of the other's integer range exactly, as numpy 2 does (exact_ints)
 def greater(x, y):
-    return less(y, x)
+    return less(*exact_ints(y, x))
 
 
 def less_equal(x, y):
+    x, y = exact_ints(x, y)
     return maximum(less(x, y), equal(x, y))          # maximum of bools: or (nan <= nan stays False)
 
 
@@ -288,7 +288,7 @@ def greater_equal(x, y):
 
 
 def not_equal(x, y):
-    return equal(equal(x, y), False)                 # not: nan != nan is True, as numpy
+    return equal(equal(*exact_ints(x, y)), False)    # not: nan != nan is True, as numpy
 
 
 def _cast_rule(x, dtype):

@@ -2,5 +2,6 @@
 
 forward.py (forward mode: Duals, mg.jvp), batching.py (mg.vmap: Batched values), func.py (mg.grad,
 value_and_grad, hessian, functional_call), trace.py (mg.trace: symbolic tracing and a tape turned into a
-graph), jit.py (mg.jit: guards, graph breaks, the call node, the cache).
+graph), jit.py (mg.jit: guards, graph breaks, the cache; guards.py: what fn reads besides its arguments; call.py:
+the call node).
 """

@@ -16,14 +16,14 @@ import threading
 import numpy as np
 
 from ..core import primitive as core, ops as P
-from ..core.control import COND, while_loop
+from ..core.control import COND, WHILE, WHILE_GRAD, _float, _outer_graph, while_loop
 from ..core.interpreter import replay
-from ..core.graph import Symbol
+from ..core.graph import Graph, Symbol, placeholder
 from ..core.primitive import Aval, aval_of, describe, fmt_shape, normalize_axes
 from ..core.errors import GraphError, MinigradError
 from ..core.functional import OpsMixin
 from ..pytree import flatten, unflatten
-from .forward import _levels
+from .forward import _levels, reverse_loop
 
 
 class BatchError(MinigradError):
@@ -253,7 +253,15 @@ def _unwrap(v, level, size, op):
     """v as an array batched along axis 0 at this level (an unbatched value is repeated)."""
     if type(v) is Batched and v.level == level:
         return v.val
-    return _batch(v if isinstance(v, _VALUES) else core.hooks.lift(v), size, op)
+    return _batch(_lift(v, level), size, op)
+
+
+def _lift(v, level):
+    """Plain data as a value of the kind vmap ``level`` maps over (a constant of their graph on Symbols)."""
+    like = _active.like.get(level)
+    if isinstance(v, _VALUES):
+        return v
+    return like.graph.lift(v) if isinstance(like, Symbol) else core.hooks.lift(v)
 
 
 def batch_cond(pred, true_fn, false_fn):
@@ -272,7 +280,7 @@ def batch_cond(pred, true_fn, false_fn):
 
 class _Active(threading.local):
     def __init__(self):
-        self.stack = []             # (level, batch size) of each running vmap; None hides them (mg.grad's trace)
+        self.like = {}              # level -> a batched argument of that vmap: the kind plain data becomes
 
 
 _active = _Active()
@@ -281,16 +289,16 @@ _active = _Active()
 @contextlib.contextmanager
 def scope(entry):
     """Run a block with ``entry`` as the innermost vmap ((level, size), or None: no vmap active)."""
-    _active.stack.append(entry)
+    _levels.vmaps.append(entry)
     try:
         yield
     finally:
-        _active.stack.pop()
+        _levels.vmaps.pop()
 
 
 def current_vmap():
     """(level, batch size) of the innermost running vmap, or None."""
-    return _active.stack[-1] if _active.stack else None
+    return _levels.vmaps[-1] if _levels.vmaps else None
 
 
 def vmap_active() -> bool:
@@ -301,7 +309,7 @@ def batch_while(cond, body, vs, loop_vars, single, limit, name):
     """mg.while_loop under vmap: every loop variable is batched, the loop runs while any example's
     condition holds, and an example whose condition fails keeps its values (the body still runs on it;
     where() discards that)."""
-    entry = _active.stack[-1]
+    entry = _levels.vmaps[-1]
     level, size = entry
     what = f"while_loop '{name}'"
     raw = [_unwrap(v, level, size, what) for v in vs]
@@ -320,7 +328,10 @@ def batch_while(cond, body, vs, loop_vars, single, limit, name):
             raise BatchError(f"while_loop '{name}': body returns {len(new)} values for {len(r)} loop vars")
         active = lanes(r)
         return [P.where(_front(active, _rank(o, True)), _unwrap(n, level, size, what), o) for n, o in zip(new, r)]
-    with scope(None):       # the loop itself runs on the batched arrays
+    # the loop itself runs on the batched arrays, under the vmap that encloses this one (they may be batched
+    # there too; the first time this vmap was entered says which)
+    i = _levels.vmaps.index(entry)
+    with scope(_levels.vmaps[i - 1] if i else None):
         out = while_loop(lambda *r: P.max_(lanes(r)), body_all, raw, max_iterations=limit, name=name)
     out = [Batched(o, level) for o in out]          # (raw is a list: the loop returns a list)
     return out[0] if single else type(loop_vars)(out)
@@ -344,7 +355,7 @@ def vmap(fn, in_axes=0, out_axes=0):
     def batched(*args):
         axes = _in_axes(in_axes, args)
         _levels.depth += 1
-        level, size, ins = _levels.depth, None, []
+        level, size, ins, like = _levels.depth, None, [], None
         try:
             for i, (a, ax) in enumerate(zip(args, axes)):
                 leaves, tree = flatten(a)
@@ -352,7 +363,9 @@ def vmap(fn, in_axes=0, out_axes=0):
                 for leaf in leaves:
                     v, size = _move_in(leaf, ax, i, size)
                     vals.append(v if ax is None else Batched(v, level))
+                    like = v if like is None and ax is not None else like
                 ins.append(unflatten(tree, vals))
+            _active.like[level] = like
             with scope((level, size)):
                 out = fn(*ins)
         finally:
@@ -361,7 +374,9 @@ def vmap(fn, in_axes=0, out_axes=0):
         outs = out_axes if isinstance(out_axes, (tuple, list)) else [out_axes] * len(leaves)
         if len(outs) != len(leaves):
             raise BatchError(f'vmap: out_axes has {len(outs)} entries but fn returned {len(leaves)} values')
-        return unflatten(tree, [_move_out(o, level, size, ax) for o, ax in zip(leaves, outs)])
+        res = unflatten(tree, [_move_out(o, level, size, ax) for o, ax in zip(leaves, outs)])
+        _active.like.pop(level, None)
+        return res
     return batched
 
 
@@ -400,8 +415,7 @@ def _move_out(o, level, size, ax):
     if type(o) is Batched and o.level == level:
         o = o.val
     else:       # the same for every example: repeat it
-        o = o if isinstance(o, _VALUES) else core.hooks.lift(o)
-        o = _batch(o, size, 'vmap output')
+        o = _batch(_lift(o, level), size, 'vmap output')
     rank = _rank(o, False)
     if not -rank <= ax < rank:
         raise BatchError(f'vmap: out_axes = {ax} is out of range for an output of rank {rank - 1}')
@@ -415,4 +429,36 @@ def _cond_node(prim, args, true_graph, false_graph):
     return tuple(P.where(pred, a, b) for a, b in zip(t, f))
 
 
-COND.batch = _cond_node
+def _while_grad_node(prim, args, grad_graph, name):
+    """A while_grad node met under vmap (a Jacobian replayed on a batch of cotangents): on values, its reverse
+    loop popping the saved iterations in Python; on a graph, one while_grad node whose gradient body is this
+    one under vmap (the cotangents and float invariants all batched: what the loop feeds back and sums keeps
+    the batch axis)."""
+    stack, rest = args[0], args[1:]
+    if not isinstance(stack, Symbol):
+        return tuple(reverse_loop(grad_graph, stack, rest))
+    level = max(a.level for a in args if type(a) is Batched)
+    size = next(aval_of(a.val).shape[0] for a in rest if type(a) is Batched and a.level == level)
+    n_ct = len(rest) - len(grad_graph.captures)
+    dims = [k < n_ct or _float(a) or type(a) is Batched and a.level == level for k, a in enumerate(rest)]
+    raw = [_unwrap(a, level, size, f"while_loop '{name}'") if d else a for a, d in zip(rest, dims)]
+    outer, n = _outer_graph(stack), len(grad_graph.inputs) - n_ct
+    G = Graph(f'{name}_grad_vmap', parent=outer)
+    with G.as_default():
+        for c in raw[n_ct:]:
+            G.capture(outer.lift(c))
+        G.inputs = [placeholder(s.dtype, s.shape, name=s.name) for s in grad_graph.inputs[:n]] + \
+            [placeholder(s.dtype, (size, *s.shape), name=s.name) for s in grad_graph.inputs[n:]]
+        G.outputs = [G.lift(o) for o in vmap(lambda *a: replay(grad_graph, a[:n + n_ct], a[n + n_ct:]),
+                                             in_axes=[None] * n + [0 if d else None for d in dims])(
+            *G.inputs, *[inner for _, inner in G.captures])]
+    return tuple(Batched(o, level) for o in core.apply(prim, stack, *raw, grad_graph=G, name=name))
+
+
+def _while_node(prim, args, name, **params):
+    raise BatchError(f"vmap: while_loop '{name}' was traced for one example (by mg.grad, e.g. inside mg.hessian) "
+                     f'and is replayed on a batch, which its saved iterations do not support; under mg.vmap take '
+                     f'second derivatives through a loop by forward mode: mg.func.jacfwd(mg.func.jacfwd(f))')
+
+
+COND.batch, WHILE.batch, WHILE_GRAD.batch = _cond_node, _while_node, _while_grad_node

@@ -18,7 +18,8 @@ from ..core.errors import ForwardError, ShapeError
 from ..core.functional import OpsMixin, reshape, stack
 from ..core.graph import Symbol, gradients, zeros_like as graph_zeros_like
 from ..core.tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
-from ..core.control import COND, WHILE, MaxIterationsError, _cond_build, _float, while_loop
+from ..core.control import (COND, WHILE, WHILE_GRAD, MaxIterationsError, _cond_build, _float, _float_caps,
+                             while_loop)
 from ..core.interpreter import replay, untaped
 
 
@@ -44,15 +45,30 @@ class Dual(OpsMixin, core.Value):
     def apply(self, prim, args, params):
         return dual_apply(prim, args, params)
 
+    @classmethod
+    def while_rule(cls, cond, body, values, loop_vars, single, limit, name):
+        """Loop vars that are Duals (of the innermost transformation): one loop over their primals and
+        tangents together, a Python loop or a while node as the primals say."""
+        top = max((v for v in values if isinstance(v, core.Value)), key=lambda v: v.level, default=None)
+        vmap = _levels.vmaps[-1] if _levels.vmaps else None
+        if type(top) is not Dual or vmap is not None and vmap[0] > top.level:    # (vmap's rule, inside)
+            return NotImplemented
+        out = dual_while(cond, body, values, limit, name, top.level)
+        return out[0] if single else type(loop_vars)(out)
+
     def graph_error(self):
         return ForwardError('a forward-mode value (a Dual of mg.jvp / mg.jacfwd) cannot become part of a graph: '
-                            'forward mode inside mg.jit / mg.trace cannot go into mg.cond or mg.while_loop '
-                            '(their bodies are built once as sub-graphs). Differentiate the jit function from '
-                            'outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
+                            'forward mode inside mg.jit / mg.trace cannot go into mg.cond, nor a mg.while_loop '
+                            'whose loop vars carry no tangent (bodies are built once as sub-graphs). Differentiate '
+                            'the jit function from outside instead: mg.jvp(mg.jit(f), ...) or mg.jacfwd(mg.jit(f))')
 
 
 class _Levels(threading.local):
     depth = 2                       # transformations nest above the tape (1) and graphs (2)
+
+    def __init__(self):
+        # (level, batch size) of each running mg.vmap (batching.py); None hides them (mg.grad's trace)
+        self.vmaps = []
 
 
 _levels = _Levels()
@@ -84,7 +100,17 @@ def dual_apply(prim, args, params):
 
 
 def _floating(v) -> bool:
-    return getattr(v, 'dtype', None) is not None and np.dtype(v.dtype).kind == 'f'
+    """Whether a result carries a tangent: a float value, or a while node's stack (dtype object: the loop's
+    saved iterations, whose tangents the reverse loop's JVP needs)."""
+    v = _base(v)                    # (a stack that an outer level carries too)
+    return isinstance(v, list) or getattr(v, 'dtype', None) is not None and np.dtype(v.dtype).kind in 'fO'
+
+
+def _base(v):
+    """The value under any Duals."""
+    while type(v) is Dual:
+        v = v.primal
+    return v
 
 
 def push(fn, primals, tangents) -> tuple[list, list]:
@@ -220,7 +246,8 @@ def jacrev(fn):
     """
     def jac(x):
         x = _one_input(x, 'jacrev')
-        if type(x) is Dual:         # inside mg.jvp: the same Jacobian by forward mode keeps x's tangent
+        if not isinstance(x, (Tensor, Symbol)):     # a Dual of mg.jvp (forward mode keeps its tangent) or a
+            # Batched of mg.vmap: the same Jacobian by forward mode, which runs on every value kind
             inner = jacfwd(fn)
             res = inner(x)
             jac.passes = inner.passes
@@ -252,7 +279,8 @@ def _rows_tape(fn, x):
 
 def _rows_graph(fn, x):
     """fn(x) and the rows of its Jacobian as mg.gradients nodes (jacrev inside mg.trace / mg.jit)."""
-    out = _one_output(fn(x), 'jacrev')
+    with enable_grad():             # (an outer mg.no_grad() does not stop it, as on the tape)
+        out = _one_output(fn(x), 'jacrev')
     if aval_of(out).shape is None or None in aval_of(out).shape:
         raise ForwardError('jacrev: the output shape is not known when tracing, so the Jacobian has no static '
                            'shape; give the placeholder a full shape')
@@ -396,7 +424,8 @@ for _op in (P.cast, P.sum_, P.reshape, P.transpose, P.broadcast_to, P.getitem, P
 
 # ------------------------------------------------------------------ cond and while_loop (control.py's node kinds)
 def _zero_tangent(v):
-    return P.broadcast_like(np.zeros((), np.dtype(v.dtype)), v)
+    """Zeros shaped like v, in its dtype (a Python float loop var is float32, as in a graph)."""
+    return P.broadcast_like(np.zeros((), core.DEFAULT_FLOAT if type(v) is float else aval_of(v).dtype), v)
 
 
 def _tangents(outs, ts):
@@ -435,20 +464,101 @@ def _while_jvp(primals, tangents, outs, cond_graph, body_graph, max_iterations, 
                        [*[vs[n + fl.index(i)] if i in fl else None for i in range(n)], *tb])
         return [*res, *_tangents([res[i] for i in fl], [rt[i] for i in fl])]
     test = lambda *vs: replay(cond_graph, vs[:n], ccap)[0]
+    # the stack's tangent, for the reverse loop's JVP: the loop's iterations, each the values then the tangents
     if any(isinstance(v, Symbol) for v in (*vals, *bcap, *ts, *tb)):
         final = while_loop(test, step, [*vals, *ts], max_iterations, f'{name}_jvp')
+        node = getattr(final[0], 'node', None)          # (a while node: not when vmap batched the loop)
+        stack = node.outputs[-1] if node is not None and node.prim is WHILE else NO_STACK
     else:
-        final, steps = [*vals, *ts], 0
+        final, stack = [*vals, *ts], []
         while bool(np.asarray(test(*final)).reshape(-1)[0]):
-            steps += 1
-            if steps > max_iterations:
+            if len(stack) >= max_iterations:
                 raise MaxIterationsError(f"while_loop '{name}': still running after max_iterations="
                                          f'{max_iterations} (forward mode)')
+            stack.append(tuple(final))
             final = step(*final)
-    result = [None] * len(outs)
+    result = [None] * (len(outs) - 1) + [stack]
     for k, i in enumerate(fl):
         result[i] = final[n + k]
     return result
 
 
-COND.jvp, WHILE.jvp = _cond_jvp, _while_jvp
+NO_STACK = object()         # a loop vmap batched keeps no stack of the tangents
+
+
+def dual_while(cond, body, values, limit, name, level):
+    """mg.while_loop on Duals of ``level``: the loop vars become their primals followed by the tangents of
+    the float ones (zeros where one has none yet: the body may read a Dual), and cond and body see Duals of
+    the same level again, so the Duals they close over join in."""
+    n = len(values)
+    fl = [i for i, v in enumerate(values) if aval_of(v).dtype.kind == 'f']
+
+    def split(vs):
+        inner = [type(v) is Dual and v.level == level for v in vs]
+        return [v.primal if d else v for v, d in zip(vs, inner)] + \
+            [vs[i].tangent if inner[i] else _zero_tangent(vs[i]) for i in fl]
+
+    def join(pt):
+        ds = list(pt[:n])
+        for k, i in enumerate(fl):
+            ds[i] = Dual(pt[i], pt[n + k], level)
+        return ds
+
+    def step(*pt):
+        r = body(*join(pt))
+        return split([r] if not isinstance(r, (list, tuple)) else r)
+    return join(while_loop(lambda *pt: cond(*join(pt)), step, split(values), limit, name))
+
+
+def _iterations(stack, grad_graph, n):
+    """A while node's saved iterations (the loop vars at the start of each); a stack that forward mode
+    carries (a Dual) gives Duals, with the tangents its loop's JVP saved beside the values."""
+    if type(stack) is not Dual:
+        return stack
+    if stack.tangent is NO_STACK or isinstance(_base(stack), Symbol):
+        raise _on_symbols(grad_graph.name.rsplit('_grad', 1)[0])
+    fl = [i for i in range(n) if _float(grad_graph.inputs[i])]
+    return [tuple(Dual(e[i], e[n + fl.index(i)], stack.level) if i in fl else e[i] for i in range(n))
+            for e in stack.tangent]
+
+
+def reverse_loop(grad_graph, stack, rest) -> list:
+    """A while_grad node's reverse loop on any values (Duals, Batched): the saved iterations popped in
+    Python, each running the gradient body through core.apply."""
+    n_ct = len(rest) - len(grad_graph.captures)
+    cts, caps, acc = list(rest[:n_ct]), rest[n_ct:], None
+    for vals in reversed(_iterations(stack, grad_graph, len(grad_graph.inputs) - n_ct)):
+        res = replay(grad_graph, [*vals, *cts], caps)
+        cts, inv = res[:n_ct], res[n_ct:]
+        acc = inv if acc is None else [P.add(a, b) for a, b in zip(acc, inv)]
+    if acc is None:
+        acc = [P.broadcast_like(np.zeros((), grad_graph.outputs[n_ct + i].dtype), caps[k])
+               for i, k in enumerate(_float_caps(grad_graph))]
+    return [*cts, *acc]
+
+
+def _while_grad_jvp(primals, tangents, outs, grad_graph, name):
+    """The tangents of the reverse loop: the same loop on Duals, each saved iteration with the tangents of
+    its loop vars, which the loop's own JVP saved (the stack's tangent)."""
+    stack, saved = primals[0], tangents[0]
+    if all(t is None for t in tangents):
+        return [None] * len(outs)
+    if saved is NO_STACK or isinstance(_base(stack), Symbol):
+        raise _on_symbols(name)
+    n = len(grad_graph.inputs) - (len(primals) - 1 - len(grad_graph.captures))
+    fl = [i for i in range(n) if _float(grad_graph.inputs[i])]
+    entries = saved if saved is not None else [(*e, *[None] * len(fl)) for e in _iterations(stack, grad_graph, n)]
+    pairs = [(e[i], e[n + fl.index(i)] if i in fl else None) for e in entries for i in range(n)]
+    m = len(entries)
+    _, ts = push(lambda *a: reverse_loop(grad_graph, [a[k * n:(k + 1) * n] for k in range(m)], a[m * n:]),
+                 [p for p, _ in pairs] + list(primals[1:]), [t for _, t in pairs] + list(tangents[1:]))
+    return ts
+
+
+def _on_symbols(name):
+    return ForwardError(f"jvp: forward mode through the gradient of while_loop '{name}' (a Hessian) runs on "
+                        f'Tensors and arrays, not on Symbols (inside mg.jit / mg.trace): take it outside the jit '
+                        f'function, or by forward mode twice (mg.func.jacfwd(mg.func.jacfwd(f)))')
+
+
+COND.jvp, WHILE.jvp, WHILE_GRAD.jvp = _cond_jvp, _while_jvp, _while_grad_jvp

@@ -22,7 +22,7 @@ from ..core import ops as P
 from .forward import Dual, push, _one_input, _one_output
 from ..core.functional import reshape
 from ..core.graph import Graph, Symbol, constant, get_default_graph, gradients, placeholder
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, enable_grad
 from ..pytree import flatten, unflatten
 
 
@@ -87,10 +87,11 @@ def _trace(fn, leaves, trees, argnums, has_aux, who, axes=None):
     aux leaves, aux TreeDef). With ``axes`` the leaves are batches and the gradient is taken of the per-example values' sum."""
     g = Graph(f'{who} of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
     g.capture_tensor = hook = _Captured()
-    with g.as_default():
+    with g.as_default(), enable_grad():             # an outer mg.no_grad() does not stop it (as torch.func)
         phs = [[placeholder(aval_of(v).dtype, aval_of(v).shape, name=f'arg{i}') for v in vs]
                for i, vs in enumerate(leaves)]
         out, aux = _call(fn, axes, leaves, trees, phs), None
+        g.no_grad.clear()                           # and a no_grad inside fn is stop_gradient: zeros there
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise GradError(f'{who}: has_aux=True needs fn to return a pair (value, aux), got '
@@ -206,6 +207,8 @@ def _basis(x, shape):
     """The unit vectors of `shape` stacked on axis 0, as a value that can meet x (a graph constant for Symbols)."""
     n = int(np.prod(shape))
     eye = np.eye(n, dtype=aval_of(x).dtype).reshape((n,) + tuple(shape))
+    while isinstance(x, (Batched, Dual)):               # (a batch or a Dual of Symbols: a constant too)
+        x = x.val if type(x) is Batched else x.primal
     return constant(eye, graph=x.graph) if isinstance(x, Symbol) else core.hooks.lift(eye)
 
 
@@ -243,19 +246,27 @@ def jacrev(fn):
     """
     def jac(x):
         x = _one_input(x, 'jacrev')
+        # x batched by the innermost mg.vmap: the trace holds the whole batch (as mg.grad's, see _lanes)
+        entry = current_vmap() if type(x) is Batched else None
+        lanes = entry is not None and x.level == entry[0]
+        xv, lead = (x.val, (entry[1],)) if lanes else (x, ())
         g = Graph(f'jacrev of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
         g.capture_tensor = hook = _Captured()
-        with g.as_default():
-            p = placeholder(x.dtype, x.shape, name='x')
+        with g.as_default(), enable_grad():         # (as mg.grad: an outer no_grad does not stop it)
+            p = placeholder(x.dtype, lead + tuple(x.shape), name='x')
             with scope(None):
-                out = g.lift(_one_output(fn(p), 'jacrev'))
+                out = g.lift(_one_output(vmap(fn)(p) if lanes else fn(p), 'jacrev'))
+            g.no_grad.clear()
             seed = placeholder(out.dtype, out.shape, name='seed')
             gx = gradients(out, [p], [seed])[0]
         g.capture_tensor = None
-        rows = vmap(lambda s: replay(g, [x, s] + hook.tensors, [c for c, _ in g.captures],
-                                     inputs=[p, seed] + hook.syms, outputs=[gx])[0])(_basis(x, out.shape))
+        shape = tuple(out.shape)[len(lead):]
+        rows = vmap(lambda s: replay(g, [xv, _repeat(s, lead[0], 'jacrev') if lanes else s] + hook.tensors,
+                                     [c for c, _ in g.captures], inputs=[p, seed] + hook.syms, outputs=[gx])[0],
+                    out_axes=len(lead))(_basis(xv, shape))
         jac.passes = 1
-        return reshape(rows, tuple(out.shape) + tuple(x.shape))
+        rows = reshape(rows, lead + shape + tuple(x.shape))
+        return Batched(rows, entry[0]) if lanes else rows
     jac.passes = 0
     return jac
 

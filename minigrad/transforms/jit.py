@@ -3,8 +3,9 @@
 ``mg.jit`` traces like ``mg.trace(symbolic=True)`` but never fails or freezes on a value: a request for
 one (``bool()``, ``float()``, ``int()``, ``.item()`` of a Symbol) is a graph break, guarded by the value
 seen: the traced graph is cut into segments there, each compiled, and a later call whose value differs
-traces again (see JitFunction). mg.jit also guards the Python scalars fn reads from its globals and
-closure by exact value, and retraces after a Module attribute is rebound.
+traces again (see JitFunction). mg.jit also guards what fn reads besides its arguments (globals, closures,
+defaults, attributes, items, also those of the helpers it calls; guards.py), and feeds the numpy arrays it
+reads to the graph on every call, as captured tensors are.
 """
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..core import primitive as core
-from ..core.primitive import fmt_shape
+from ..core import primitive as core, ops as P
+from ..core.primitive import aval_of, fmt_shape
 from ..core.errors import TraceError, MinigradError, InputError
 from ..core.graph import Graph, Symbol, placeholder, user_line, PLACEHOLDER, VARIABLE, CONSTANT
 from ..core.tensor import Tensor, Rebinds
+from ..core.functional import stack
 from ..compiler import compile as compile_graph
 from ..compiler.rewrite import copy_node, extract, stand_in
 from ..core.interpreter import evaluate
-from ..pytree import unflatten
+from ..pytree import flatten, unflatten
+from .batching import Batched
 from .call import Callee, call_outputs, copy_aliases, needs_call_node, value_of
+from .guards import exact as _exact, walk
 from .trace import Captures, arg_names, as_array, outputs_of
 
 
@@ -126,26 +130,18 @@ def _split(graph, breaks, outputs, name, backend=None) -> list[Segment]:
 
 class JitEntry:
     """One cache entry of mg.jit: the traced ``graph``, its ``segments`` (one more than its ``breaks``)
-    and its ``guards`` (input shapes/dtypes, Python scalar values, then one per break)."""
+    and its ``guards`` (input shapes/dtypes, Python scalar values, what fn reads besides its arguments, then
+    one per break); ``check`` tests those fn reads (guards.Reads.checker), ``reads`` has their source."""
 
     def __init__(self, key, guards, graph, inputs, outputs, treedef, params, breaks, segments):
         self.key, self.guards, self.graph, self.inputs, self.outputs = key, guards, graph, inputs, outputs
         self.treedef, self.params, self.breaks, self.segments = treedef, params, breaks, segments
         self.callee = None      # the 'call' node's Callee, made when derivatives are first needed
-        self.free, self.epoch = [], Rebinds.count     # set by JitFunction._trace
+        self.check, self.reads, self.epoch = None, None, Rebinds.count     # set by JitFunction._trace
 
     def free_values_hold(self) -> bool:
-        """The Python scalars fn reads (globals, closure cells) are unchanged, and no Module attribute
-        was rebound (a replaced Parameter must be traced anew, not read from the old tensor)."""
-        if self.epoch != Rebinds.count:
-            return False
-        for _, read, value in self.free:
-            try:
-                if _exact(read()) != value:
-                    return False
-            except ValueError:      # a closure cell emptied since
-                return False
-        return True
+        """What fn reads besides its arguments is as traced, and no Module attribute was rebound."""
+        return self.epoch == Rebinds.count and self.check()
 
     @property
     def graphs(self) -> list[Graph]:
@@ -181,33 +177,34 @@ class JitEntry:
         return '\n'.join(lines)
 
 
+def _innermost(a):
+    """What a value of nested mg.vmaps holds."""
+    while type(a) is Batched:
+        a = a.val
+    return a
+
+
+def _call(fn, vals, kw):
+    """fn called on ``vals``, the last ``len(kw)`` of them as keyword arguments named ``kw``."""
+    n = len(vals) - len(kw)
+    return fn(*vals[:n], **dict(zip(kw, vals[n:])))
+
+
 def _is_scalar(a) -> bool:
-    return isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)
+    """A Python number or string: passed to fn as itself and guarded by its exact value."""
+    return isinstance(a, (bool, int, float, str)) and not isinstance(a, np.generic)
 
 
-def _exact(v):
-    """A Python scalar as a key that tells -0.0 from 0.0 and finds nan equal to nan (float.hex)."""
-    return (type(v), v.hex() if isinstance(v, float) else v)
+class _JitGraph(Graph):
+    """The graph mg.jit traces into (for the trace only): a numpy array fn reads from outside (one that
+    guards.walk found) becomes a Variable fed the array on every call, as a captured Tensor does."""
+    __slots__ = ()
 
-
-def _free_scalars(fn) -> list:
-    """(label, read) for the Python scalars fn's own code reads from its globals and closure cells:
-    guarded by exact value, so changing one retraces instead of reusing a stale constant."""
-    code, out = getattr(fn, '__code__', None), []
-    if code is None:
-        return out
-    glob = getattr(fn, '__globals__', {})
-    for name in code.co_names:
-        if _is_scalar(glob.get(name)):
-            out.append((name, lambda name=name: glob.get(name)))
-    for name, cell in zip(code.co_freevars, getattr(fn, '__closure__', None) or ()):
-        try:
-            value = cell.cell_contents
-        except ValueError:          # a cell not filled yet
-            continue
-        if _is_scalar(value):
-            out.append((name, lambda cell=cell: cell.cell_contents))
-    return out
+    def lift(self, x, like=()):
+        hook = self.capture_tensor
+        if type(x) is np.ndarray and hook is not None and id(x) in hook.arrays:
+            return hook(self, hook.arrays[id(x)])
+        return Graph.lift(self, x, like)
 
 
 def _key(args, arrays) -> tuple:
@@ -225,7 +222,9 @@ class JitFunction:
     """``mg.jit(fn)``: trace + compile, reused while the guards hold (as torch.compile / jax.jit).
 
     Each cache entry (a JitEntry) records its guards: input shapes and dtypes, the values of
-    Python scalar arguments (passed to fn as themselves, so ``range(n)`` works), and the
+    Python scalar arguments, positional or keyword (passed to fn as themselves, so ``range(n)``
+    works), what fn reads besides its arguments (globals, closures, defaults, attributes, items,
+    also of the helpers it calls: guards.py), and the
     outcome of every Python ``bool()``/``float()``/``int()``/``.item()`` on a traced value. Such
     a request is a **graph break**: the graph so far is run, Python gets the concrete value and
     tracing goes on in a new graph. A call whose guards all hold reuses the entry; otherwise fn
@@ -249,14 +248,19 @@ class JitFunction:
         self.fn, self.cache_size, self.backend = fn, cache_size, backend     # backend: mg.compile's
         self.cache: OrderedDict[int, JitEntry] = OrderedDict()     # least recently used first
         self.trace_count = self.hits = self.misses = self.evictions = self.guard_failures = 0
-        self._last = None
-        self.__name__ = getattr(fn, '__name__', 'fn')
+        self._last, self._attrs = None, frozenset()         # _attrs: the attribute names fn's code reads
+        self.__name__, self.__wrapped__ = getattr(fn, '__name__', 'fn'), fn
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:      # keyword arguments: after the positional ones, sorted, their names in the key
+            kw = tuple(sorted(kwargs))
+            args = (*args, *[kwargs[k] for k in kw])
+        else:
+            kw = ()
         if any(isinstance(value_of(a), core.Value) and value_of(a).level >= Symbol.level for a in args):
-            return self.fn(*args)       # inside another trace or jit (fn's ops go into that graph), or mg.vmap
+            return self._inside(args, kw)
         arrays = [None if _is_scalar(a) else as_array(a) for a in args]
-        key = _key(args, arrays)
+        key = _key(args, arrays) + (kw,) if kw else _key(args, arrays)
         for k, entry in reversed(list(self.cache.items())):      # most recently used first
             if entry.key == key:
                 if not entry.free_values_hold():
@@ -269,17 +273,42 @@ class JitFunction:
                     return self._result(entry, flat, args)
                 self.guard_failures += 1
         self.misses += 1
-        names = arg_names(self.fn, len(args))     # (only when tracing: inspect.signature is slow)
-        entry = self._trace(args, arrays, names, key, _key_text(args, arrays, names))
+        names = arg_names(self.fn, len(args) - len(kw)) + list(kw)     # (inspect.signature is slow)
+        entry = self._trace(args, arrays, names, key, _key_text(args, arrays, names), kw)
         flat = entry.run(arrays, calibrate=True)
         if flat is None:           # the traced run and the compiled run disagree on a branch
             raise TraceError(f'mg.jit({self.__name__}): the compiled graphs failed a guard at the very inputs '
                              f'they were traced with (does {self.__name__} use randomness?)\n{entry.explain()}')
         return self._result(entry, flat, args)
 
-    def _trace(self, args, arrays, names, key, text) -> JitEntry:
+    def _inside(self, args, kw):
+        """Called on another transformation's values: on Symbols (inside another trace or jit) fn's ops go
+        into that graph; mg.vmap's values (holding arrays, not Symbols) see _vmapped."""
+        batched = [a for a in args if type(a) is Batched]
+        if batched and all(isinstance(value_of(_innermost(a)), np.ndarray) for a in batched):
+            level = max(a.level for a in batched)
+            size = next(aval_of(a.val).shape[0] for a in batched if a.level == level)
+            return self._vmapped(args, kw, level, size)
+        return _call(self.fn, args, kw)
+
+    def _vmapped(self, args, kw, level, size):
+        """mg.vmap(mg.jit(fn)): fn traced on one example. Without graph breaks fn runs on the whole batch
+        at once; with them (each example may take another path) each example runs through the cache and
+        its guards and the results are stacked (as torch.vmap loops over what it cannot batch)."""
+        def example(i):
+            return _call(self, [P.getitem(a.val, idx=(i,)) if type(a) is Batched and a.level == level else a
+                                for a in args], kw)
+        first = example(0) if size else None
+        if not size or not self._last.breaks:
+            return _call(self.fn, args, kw)
+        flat, tree = flatten(first)
+        rest = [flatten(example(i))[0] for i in range(1, size)]
+        return unflatten(tree, [Batched(stack([v, *[r[j] for r in rest]]), level) for j, v in enumerate(flat)])
+
+    def _trace(self, args, arrays, names, key, text, kw=()) -> JitEntry:
         g = Graph(f'jit of {self.__name__}')
-        hook = Captures(g)
+        before = walk(self.fn, self.__name__, self._attrs)      # the arrays fn reads, to feed
+        hook = Captures(g, before.arrays())
         with g.as_default():
             inputs = [placeholder(a.dtype, a.shape, name=n) for a, n in zip(arrays, names) if a is not None]
         it = iter(inputs)
@@ -287,19 +316,21 @@ class JitFunction:
         live = [a for a in arrays if a is not None]
         tracer = _Tracer(g, lambda: {**{id(p): a for p, a in zip(inputs, live)},
                                      **{id(v): t.data for v, t in hook.params}})
-        g.capture_tensor, g.tracer = hook, tracer
+        g.capture_tensor, g.tracer, g.__class__ = hook, tracer, _JitGraph
         try:
             with g.as_default():
-                out = self.fn(*call)
+                out = _call(self.fn, call, kw)
             outputs, treedef = outputs_of(g, out, g.lift)
         finally:
             g.capture_tensor = g.tracer = None      # later value requests raise as usual
+            g.__class__ = Graph
         segments = _split(g, tracer.breaks, outputs, self.__name__, self.backend)
         entry = JitEntry(key, text, g, inputs, outputs, treedef, hook.params, tracer.breaks, segments)
-        entry.free = [(name, read, _exact(read())) for name, read in _free_scalars(self.fn)]
-        entry.guards += [f'{name} == {read()!r} (global or closed-over {type(read()).__name__})'
-                         for name, read, _ in entry.free]
+        reads = walk(self.fn, self.__name__, before.attrs)      # the guards: what fn reads, as tracing left it
+        self._attrs = reads.attrs
+        entry.check, entry.reads = reads.checker(hook.params, before), reads
         entry.epoch = Rebinds.count
+        entry.guards += reads.texts
         self.trace_count += 1
         self.cache[id(entry)] = entry
         if len(self.cache) > self.cache_size:

@@ -119,10 +119,11 @@ def _run(traced: TracedFunction, arrays) -> list:
 
 
 class Captures:
-    """The capture_tensor hook: an outside Tensor becomes a Variable, fed its current ``.data`` each call."""
+    """The capture_tensor hook: an outside Tensor becomes a Variable, fed its current ``.data`` each call.
+    ``arrays`` (mg.jit): id -> a Tensor around each outside numpy array to capture the same way."""
 
-    def __init__(self, graph):
-        self.graph, self.syms, self.params = graph, {}, []
+    def __init__(self, graph, arrays=None):
+        self.graph, self.syms, self.params, self.arrays = graph, {}, [], arrays or {}
 
     def __call__(self, _graph, t: Tensor) -> Symbol:
         key = id(t)
