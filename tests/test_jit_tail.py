@@ -460,3 +460,32 @@ def test_vmap_of_jit_with_a_graph_break_runs_each_example_through_the_guards():
                                                                             for r in b] for b in a]))
     smooth = mg.jit(lambda x: (x * 2.0).sum())              # no break: one batched pass
     np.testing.assert_allclose(mg.vmap(smooth)(xs).numpy(), xs.sum(1) * 2)
+
+
+def test_a_jit_function_first_called_under_no_grad_still_differentiates():
+    """The trace ignores an outer no_grad (as mg.grad does): a graph traced under it must not be a graph of
+    stop_gradients that a later backward goes through silently as zeros."""
+    f = mg.jit(lambda x: (x * x * 3.0).sum())
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    with mg.no_grad():
+        assert f(x).item() == 15.0
+    f(x).backward()
+    assert x.grad.tolist() == [6.0, 12.0] and f.trace_count == 1
+    g = mg.jit(lambda x: mg.stop_gradient(x * x).sum() + x.sum())       # a stop_gradient inside stays one
+    x.grad = None
+    g(x).backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize('symbolic', [True, False])
+def test_a_function_traced_under_no_grad_still_differentiates(symbolic):
+    with mg.no_grad():
+        t = mg.trace(lambda x: (x * x * 3.0).sum(), np.array([1.0, 2.0], np.float32), symbolic=symbolic)
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    t(x).backward()
+    assert x.grad.tolist() == [6.0, 12.0]
+    inner = mg.trace(lambda x: mg.stop_gradient(x * x).sum() + x.sum(), np.array([1.0, 2.0], np.float32),
+                     symbolic=symbolic)
+    x.grad = None
+    inner(x).backward()
+    assert x.grad.tolist() == [1.0, 1.0]

@@ -18,7 +18,7 @@ from ..core import primitive as core, ops as P
 from ..core.primitive import aval_of, fmt_shape
 from ..core.errors import TraceError, MinigradError, InputError
 from ..core.graph import Graph, Symbol, placeholder, user_line, PLACEHOLDER, VARIABLE, CONSTANT
-from ..core.tensor import Tensor, Rebinds
+from ..core.tensor import Tensor, Rebinds, enable_grad
 from ..core.functional import stack
 from ..compiler import compile as compile_graph
 from ..compiler.rewrite import copy_node, extract, stand_in
@@ -318,7 +318,7 @@ class JitFunction:
                                      **{id(v): t.data for v, t in hook.params}})
         g.capture_tensor, g.tracer, g.__class__ = hook, tracer, _JitGraph
         try:
-            with g.as_default():
+            with g.as_default(), enable_grad():         # an outer no_grad does not reach into the graph
                 out = _call(self.fn, call, kw)
             outputs, treedef = outputs_of(g, out, g.lift)
         finally:

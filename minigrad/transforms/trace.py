@@ -23,7 +23,7 @@ from ..core import primitive as core
 from ..core.primitive import OPS, fmt_shape
 from ..core.errors import TraceError, InputError
 from ..core.graph import Graph, Symbol, Variable, placeholder
-from ..core.tensor import Tensor, Tape, tensor
+from ..core.tensor import Tensor, Tape, enable_grad, tensor
 from ..core.interpreter import evaluate, replay
 from ..pytree import flatten, unflatten
 from ..session import check_feeds
@@ -165,7 +165,7 @@ def trace(fn, *example_inputs, symbolic=True) -> TracedFunction:
         graph, inputs, outputs, treedef, params = trace_symbols(fn, arrays, names, title)
     else:
         tensors = [Tensor._make(np.array(a)) for a in arrays]
-        with Tape(record_no_grad=True) as tape:
+        with Tape(record_no_grad=True) as tape, enable_grad():     # an outer no_grad stays outside the graph
             out = fn(*tensors)
         flat, treedef = flatten(out)
         graph, inputs, outputs, params = tape_to_graph(tape, tensors, flat, names=names, name=title)
@@ -179,7 +179,7 @@ def trace_symbols(fn, arrays, names, title) -> tuple:
     name = getattr(fn, '__name__', 'fn')
     g = Graph(title)
     g.capture_tensor = hook = Captures(g)
-    with g.as_default():
+    with g.as_default(), enable_grad():         # an outer no_grad stays outside the graph
         inputs = [placeholder(a.dtype, a.shape, name=n) for a, n in zip(arrays, names)]
         try:
             out = fn(*inputs)
@@ -221,7 +221,7 @@ def tape_to_graph(tape, inputs, outputs=None, names=None, name='tape') -> tuple:
     names = names or [t.name or f'arg{i}' for i, t in enumerate(inputs)]
     g = Graph(name)
     hook, env = Captures(g), {}
-    with g.as_default():
+    with g.as_default(), enable_grad():         # the graph follows the tape's own no_grad marks only
         phs = [placeholder(t.data.dtype, t.data.shape, name=n) for t, n in zip(inputs, names)]
         env.update((id(t), p) for t, p in zip(inputs, phs))
 
