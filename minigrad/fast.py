@@ -41,7 +41,7 @@ import numpy as np
 from .core import functional, ops as P, primitive, tensor as T
 from .core.autodiff import next_seq, state
 from .core.errors import MinigradError
-from .core.primitive import Primitive, shape_error
+from .core.primitive import Primitive, run_impl
 from .core.tensor import Tensor, TapeNode, eager_apply
 
 _new = object.__new__
@@ -160,12 +160,7 @@ def _apply(prim, *args, **params):
             eager = True
     if eager:
         return eager_apply(prim, args, params)
-    try:
-        return prim.impl(*args, **params)
-    except MinigradError:
-        raise
-    except Exception as e:
-        raise shape_error(prim, args, params, e) from None
+    return run_impl(prim, args, params)
 
 
 def _aval_of(x):
