@@ -5,7 +5,7 @@ notebook under notebooks/ and solutions/ through nbval, as if it had been given
 ``--nbval-lax --nbval-current-env --sanitize-with=tests/nbval_sanitize.cfg``.
 Those options exist only when the nbval plugin is loaded, so they cannot sit in
 pyproject's unconditional ``addopts``: there they would make a plain
-``pytest tests/test_ops.py`` fail wherever nbval is not installed (or is
+``pytest tests/test_op_matrix.py`` fail wherever nbval is not installed (or is
 disabled with ``-p no:nbval``). Instead this file turns them on when nbval is
 active, and when it is not, every notebook pytest meets is reported as
 *skipped* with the reason, so library tests run everywhere and notebook runs
@@ -105,8 +105,8 @@ def pytest_collect_file(file_path, parent):
 
 
 # ------------------------------------------------------------------ checks that start with the run
-# A few checks are minutes of subprocesses that mostly wait (uv asking PyPI about every Python and platform)
-# or can use the second CPU (the library tests without numba, run in a copy of the checkout).
+# A few checks are minutes of subprocesses that mostly wait (uv asking PyPI about every Python and platform,
+# tests/test_packaging.py).
 # A test marked ``@pytest.mark.early(fn, *args)`` has fn(*args) started in a background thread as soon as the
 # run is collected; its ``early`` fixture returns the result (waiting for it if need be). Deselected tests
 # start nothing.

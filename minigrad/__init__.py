@@ -50,11 +50,13 @@ from .transforms.trace import trace, TracedFunction, tape_to_graph
 from .transforms.jit import jit, JitFunction
 from . import compiler
 from .compiler import compile, Program
+from .compiler.parallel import set_num_threads, get_num_threads
 from .course import testing
-from .transforms.forward import jvp, jacfwd, jacrev
+from .transforms.forward import jvp
 from .transforms.batching import vmap, BatchError
 from .transforms import func
-from .transforms.func import grad, value_and_grad, hessian, functional_call, GradError
+from .transforms.func import grad, value_and_grad, hessian, jacfwd, jacrev, functional_call, GradError
+from .transforms.checkpoint import checkpoint, checkpoint_sequential
 from .onnx.exporter import export_onnx, to_onnx
 from .onnx.importer import import_onnx
 

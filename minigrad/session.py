@@ -13,7 +13,7 @@ from .core.graph import (Graph, Symbol, get_default_graph, needed_nodes, shapes_
 from .core.interpreter import missing_feed_error
 from .compiler import compile as compile_program
 from .pytree import flatten, unflatten
-from .compiler.program import feed_array
+from .compiler.program import feed_array, note_written
 
 
 class Session:
@@ -103,6 +103,7 @@ class Session:
         out = prog.run([feeds[id(s)] for s in prog.inputs], states)
         for v, s in zip(prog.variables, states):       # only a run that finished updates the state
             self.state[id(v.node)] = s
+        note_written(prog.assigned, 'a Session')
         return out
 
 def check_feeds(graph: Graph, feed_dict) -> dict:

@@ -10,8 +10,15 @@ eager (the chain and the MLP step each get a ``tape / torch eager`` target; ``--
 cases), ``torch.compile`` and ``jax.jit`` when installed; the tanh chain (issue 37: tanh inside fused
 loops; timed again beside ``relu_floor``, the same fused loop with relu for tanh: it moves the same arrays
 with almost no arithmetic, so it is as fast as the tanh chain could be here); for per-example gradients
-(issue 36) a loop of ``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``. For one thread
+(issue 36) a loop of ``jit(grad)`` calls, eager ``vmap(grad)`` and ``torch.func.vmap(grad)``; ``--checkpoint``
+runs only gradient checkpointing (issue 59: a 64-layer MLP's training step on the tape without checkpointing,
+with ``checkpoint_sequential`` and with every segment checkpointed: peak traced memory and time, beside
+PyTorch's; about 15 s of CPU, also part of the default run). For one thread
 everywhere, run with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (torch and jax are set to one thread here).
+``--cores`` (issue 61) times the fused case at 1e6 and 1e7 twice, each framework on one pinned core and on all
+cores, each thread count in processes of its own (torch's, numba's, minigrad's threads and XLA's flags are set
+as a process starts), beside a numba ``prange`` hand loop (``prange``), the yardstick; ``--runs N`` alternates
+N processes of each.
 The timing helpers and the chain case are minigrad.bench's (lesson 08 imports them).
 """
 from __future__ import annotations
@@ -35,12 +42,25 @@ import minigrad as mg
 from minigrad.bench import NUMBA, autograd_step, chain_arrays, chain_loss, chain_variants, compiled_variants, peak_bytes, timeit, torch
 from minigrad.compiler.program import _FILENAME
 
+ONE_THREAD_XLA = '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'
 try:
-    os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
+    os.environ.setdefault('XLA_FLAGS', ONE_THREAD_XLA)      # (--cores gives each process its own)
     import jax
     import jax.numpy as jnp
 except ImportError:        # optional comparison
     jax = None
+
+if NUMBA:
+    import numba
+
+    @numba.njit(parallel=True)
+    def prange_fused(a, b, c, d, e):
+        """relu(a*b+c)*d-e as a hand-written numba loop over all threads (prange): the yardstick."""
+        out = np.empty_like(a)
+        for i in numba.prange(a.shape[0]):
+            t = a[i] * b[i] + c[i]
+            out[i] = (t if t > 0 else np.float32(0)) * d[i] - e[i]
+        return out
 
 
 def jax_variant(fn, *arrays):
@@ -262,6 +282,7 @@ def fused_case(n, rng, compile_torch=False):
     if NUMBA:       # caller-owned output buffer: no fresh array (and its page faults) per call
         prog, dst = mg.compile(out, ps, backend='numba'), np.empty(n, np.float32)
         variants['compiled_out'] = lambda: prog(a, b, c, d, e, out=dst)
+        variants['prange'] = functools.partial(prange_fused, a, b, c, d, e)
     if torch is not None:
         ta = [torch.from_numpy(v) for v in (a, b, c, d, e)]
         variants['torch'] = lambda: torch.relu(ta[0] * ta[1] + ta[2]) * ta[3] - ta[4]
@@ -400,6 +421,94 @@ def deep_chain_cold_warm(n) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ gradient checkpointing (issue 59)
+def checkpoint_case(rng, layers=64, width=256, batch=1024, segments=8, lr=1e-3):
+    """A deep narrow MLP whose activations dominate (``layers`` x Linear(width, width) + tanh, float32): one
+    SGD training step on the tape without checkpointing (``tape``) and with ``mg.checkpoint_sequential`` at
+    ``segments`` segments (``tape_checkpoint``), and with every segment checkpointed, the last too
+    (``tape_checkpoint_all``); the same in PyTorch (``torch``, ``torch_checkpoint``:
+    torch.utils.checkpoint.checkpoint_sequential, use_reentrant=False). Also the model's bytes (weights),
+    which exist before a step: its gradients are made inside each step."""
+    mg.manual_seed(int(rng.integers(1 << 31)))
+    net = mg.nn.Sequential(*[m for _ in range(layers) for m in (mg.nn.Linear(width, width), mg.nn.Tanh())])
+    params = list(net.parameters())
+    x = mg.tensor(rng.standard_normal((batch, width)).astype(np.float32))
+
+    def step(forward):
+        def run():
+            y = forward()
+            loss = (y * y).mean()
+            loss.backward()
+            with mg.no_grad():
+                for p in params:
+                    p.data -= lr * p.grad.data
+                    p.grad = None
+            return loss.item()
+        return run
+    size = layers // segments
+    chunks = [functools.partial(_layers, list(net)[2 * i:2 * (i + size)]) for i in range(0, layers, size)]
+    variants = {'tape': step(lambda: net(x)),
+                'tape_checkpoint': step(lambda: mg.checkpoint_sequential(net, segments, x)),
+                # every segment checkpointed, the last too (checkpoint_sequential runs the last as usual)
+                'tape_checkpoint_all': step(lambda: functools.reduce(lambda h, f: mg.checkpoint(f, h), chunks, x))}
+    if torch is not None:
+        tcp = torch.utils.checkpoint
+        tnet = torch.nn.Sequential(*[m for _ in range(layers) for m in (torch.nn.Linear(width, width), torch.nn.Tanh())])
+        with torch.no_grad():
+            for tp, p in zip(tnet.parameters(), params):
+                tp.copy_(torch.from_numpy(p.data.copy()))
+        tx = torch.from_numpy(x.data)
+
+        def tstep(forward):
+            def run():
+                y = forward()
+                loss = (y * y).mean()
+                loss.backward()
+                with torch.no_grad():
+                    for p in tnet.parameters():
+                        p -= lr * p.grad
+                        p.grad = None
+                return loss.item()
+            return run
+        variants['torch'] = tstep(lambda: tnet(tx))
+        variants['torch_checkpoint'] = tstep(lambda: tcp.checkpoint_sequential(tnet, segments, tx, use_reentrant=False))
+    return variants, sum(p.data.nbytes for p in params)
+
+
+def _layers(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
+def _bench_checkpoint(quick, rng, repeats, min_time, rows, target):
+    """Gradient checkpointing on the tape (issue 59): a training step's peak traced memory and time with
+    checkpoint_sequential at 8 segments vs without, beside PyTorch's checkpoint_sequential. A step takes a third
+    of a second, so the variants run 3 interleaved rounds (medians of 3) whatever the other cases' repeats."""
+    shape = dict(layers=16, width=64, batch=64, segments=4) if quick else dict(layers=64, width=256, batch=1024,
+                                                                             segments=8)
+    variants, weights = checkpoint_case(rng, **shape)
+    t = timeit({k: f for k, f in variants.items() if k != 'tape_checkpoint_all'}, 3, min_time)
+    peaks = {k: [] for k in ('tape', 'tape_checkpoint', 'tape_checkpoint_all')}
+    for _ in range(3):
+        for k in peaks:
+            peaks[k].append(peak_bytes(variants[k]))
+    peak = {k: statistics.median(v) for k, v in peaks.items()}
+    what = f'{shape["layers"]} x (Linear({shape["width"]}, {shape["width"]}) + tanh), batch {shape["batch"]}, ' \
+           f'{shape["segments"]} segments'
+    rows.append({'case': f'deep MLP training step: {what}', **{k: v * 1e6 for k, v in t.items()}})
+    rows.append({'case': f'  its peak traced memory (MiB; the weights, {weights / 2 ** 20:.1f} MiB, exist before the '
+                         f'step and are not in it)', **{k: v / 2 ** 20 for k, v in peak.items()}})
+    target('deep MLP: tape peak, checkpoint_sequential / none (weights and grads included)',
+           (peak['tape_checkpoint'] + weights) / (peak['tape'] + weights), '<= 0.35')
+    target('deep MLP: tape peak, checkpoint_sequential / none (the step\'s own allocations)',
+           peak['tape_checkpoint'] / peak['tape'], '<= 0.35')
+    target('deep MLP: tape step time, checkpoint_sequential / none', t['tape_checkpoint'] / t['tape'], '<= 1.4')
+    if 'torch' in t:
+        target('deep MLP: torch step time, checkpoint_sequential / none (reference)',
+               t['torch_checkpoint'] / t['torch'], '<= 1.4')
+
+
 # ------------------------------------------------------------------ main
 # ------------------------------------------------------------------ per-example gradients (issue 36)
 def per_example_case(batch=64, rng=None, sizes=(32, 64, 10)):
@@ -453,15 +562,26 @@ def main(argv=None):
     ap.add_argument('--quick', action='store_true', help='small sizes and few repeats (smoke test)')
     ap.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     ap.add_argument('--tape', action='store_true', help='only the chain and MLP cases (the tape vs torch eager)')
+    ap.add_argument('--checkpoint', action='store_true',
+                    help='only the gradient checkpointing case (a deep MLP on the tape with and without '
+                         'checkpoint_sequential, and PyTorch\'s)')
     ap.add_argument('--ledger', action='store_true',
                     help="each fast-layer item's gain: the tape cases with every item, with all but that item, "
                          "and with none (minigrad/fast.py's ledger)")
     ap.add_argument('--runs', type=int, default=1, metavar='N',
                     help="run it N times, each in a process of its own, and judge each target by the median of "
                          "its N values (issue 37's protocol: --runs 3)")
+    ap.add_argument('--cores', action='store_true',
+                    help='only the fused case, on one pinned core and on all cores, each in processes of its own')
+    ap.add_argument('--threads', type=int, metavar='T', help=argparse.SUPPRESS)    # --cores: one child process
     opts = ap.parse_args(argv)
-    cpu = pin_one_cpu()
-    print(f'pinned to CPU {cpu}' if cpu is not None else 'not pinned (no os.sched_setaffinity here)')
+    if opts.cores and not opts.threads:
+        return cores_report(opts)
+    cpu = pin_one_cpu() if opts.threads in (None, 1) else None
+    print(f'pinned to CPU {cpu}' if cpu is not None else 'not pinned')
+    set_threads(opts.threads or 1)        # one pinned core: every framework one thread
+    if opts.threads:
+        return cores_child(opts)
     if opts.ledger:
         return ledger_gains(opts.quick)
     if opts.runs > 1:
@@ -473,10 +593,74 @@ def main(argv=None):
     def target(name, value, goal):
         targets.append({'target': name, 'measured': round(value, 3), 'goal': goal, 'pass': meets(value, goal)})
 
-    rest = (_bench_tanh_chain, _bench_fused, _bench_compile_cost, _bench_per_example)
+    rest = (_bench_tanh_chain, _bench_fused, _bench_compile_cost, _bench_per_example, _bench_checkpoint)
     parts = (_bench_chain, _bench_mlp) + (() if opts.tape else rest)
+    parts = (_bench_checkpoint,) if opts.checkpoint else parts
     for part in parts:  # one rng, in order
         part(opts.quick, rng, repeats, min_time, rows, target)
+    _report(rows, targets, opts)
+
+
+def set_threads(n):
+    """minigrad's, numba's and torch's threads (jax's and BLAS's are read from the environment at import)."""
+    mg.set_num_threads(n)
+    if NUMBA:
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
+def busy_cpu_seconds() -> float:
+    """Seconds all CPUs have been busy since boot (Linux's /proc/stat; 0 elsewhere)."""
+    if not os.path.exists('/proc/stat'):
+        return 0.0
+    with open('/proc/stat') as f:
+        ticks = f.readline().split()[1:]
+    return sum(int(ticks[i]) for i in (0, 1, 2, 5, 6, 7)) / os.sysconf('SC_CLK_TCK')
+
+
+def cores_child(opts):
+    """One process of --cores: the fused case with every framework on opts.threads threads, as JSON rows; also
+    the CPUs other processes kept busy meanwhile (a core they hold is not free) and numba's threading layer."""
+    rng, rows = np.random.default_rng(0), []
+    busy, own, wall = busy_cpu_seconds(), sum(os.times()[:2]), time.perf_counter()
+    for n in ([10 ** 5] if opts.quick else [10 ** 6, 10 ** 7]):
+        t = timeit(fused_case(n, rng), 3 if opts.quick else 15 if n < 10 ** 7 else 5, 0.002 if opts.quick else 0.05)
+        rows.append({'case': f'relu(a*b+c)*d-e, {n:.0e} float32, {opts.threads} thread(s)', **{k: v * 1e6 for k, v in t.items()}})
+    others = (busy_cpu_seconds() - busy - (sum(os.times()[:2]) - own)) / (time.perf_counter() - wall)
+    with open(opts.json, 'w') as f:
+        json.dump({'rows': rows, 'others': max(0.0, others), 'layer': numba.threading_layer() if NUMBA else None}, f)
+
+
+def cores_report(opts):
+    """--cores: one child process per thread count (1, pinned; all cores), alternating opts.runs times; each
+    cell the median over the runs."""
+    every = mg.compiler.parallel.cores()
+    got = {1: [], every: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(opts.runs):
+            for n in got:
+                out, env = os.path.join(tmp, f'{n}_{i}.json'), dict(os.environ, MINIGRAD_NUM_THREADS=str(n))
+                env.update({v: str(n) for v in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')})
+                env['XLA_FLAGS'] = ONE_THREAD_XLA if n == 1 else '--xla_cpu_multi_thread_eigen=true'
+                subprocess.run([sys.executable, __file__, '--threads', str(n), '--json', out] + ['--quick'] * opts.quick,
+                               check=True, stdout=subprocess.DEVNULL, env=env)
+                with open(out) as f:
+                    run = json.load(f)
+                got[n].append(run['rows'])
+                print(f'run {i + 1}, {n} thread(s): other processes kept {run["others"]:.2f} CPUs busy; numba\'s '
+                      f'threading layer (prange) {run["layer"]}')
+    print(f'{every} cores; medians of {opts.runs} run(s) per thread count, the runs alternating')
+    rows = [{k: statistics.median(r[i][k] for r in runs) if k != 'case' else v for k, v in row.items()}
+            for runs in got.values() for i, row in enumerate(runs[0])]
+    half, targets = len(rows) // 2, []
+    for one, r in zip(rows[:half], rows[half:]):    # all cores: issue 61's targets, and each framework's scaling
+        for other, goal in (('prange', '<= 1.2'), ('jax', '<= 1.0'), ('torch', '<= 1.0')):
+            if other in r and 'compiled' in r:
+                v = r['compiled'] / r[other]
+                targets.append({'target': f'{r["case"]}: compiled / {other}', 'measured': round(v, 3), 'goal': goal,
+                                'pass': meets(v, goal)})
+        print(f'{r["case"]}: time on all cores / on one: ' + ', '.join(f'{k} {r[k] / one[k]:.2f}' for k in r if k != 'case'))
     _report(rows, targets, opts)
 
 
@@ -641,7 +825,7 @@ def meets(value, goal: str) -> bool:
 def _median_of_runs(opts):
     """Run this script opts.runs times (children pinned to this CPU too), then report each cell and each
     target's median, the target judged again on its median; the table also lists every run's value."""
-    flags = ['--quick'] * opts.quick + ['--tape'] * opts.tape
+    flags = ['--quick'] * opts.quick + ['--tape'] * opts.tape + ['--checkpoint'] * opts.checkpoint
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(opts.runs):
@@ -662,8 +846,9 @@ def _median_of_runs(opts):
 
 
 def _report(rows, targets, opts):
-    cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'torch', 'torch_compile', 'jax',
-            'loop_jit_grad', 'vmap_grad_eager', 'torch_func', 'relu_floor', 'cold_cache', 'warm_cache']
+    cols = ['numpy', 'tape', 'compiled', 'compiled_out', 'compiled_numpy', 'prange', 'torch', 'torch_compile', 'jax',
+            'loop_jit_grad', 'vmap_grad_eager', 'torch_func', 'relu_floor', 'cold_cache', 'warm_cache',
+            'tape_checkpoint', 'tape_checkpoint_all', 'torch_checkpoint']
     cols = [c for c in cols if any(c in r for r in rows)]
     print('| case | ' + ' | '.join(f'{c} (us)' for c in cols) + ' |')
     print('|---|' + '---|' * len(cols))

@@ -1,7 +1,7 @@
 """Library tests compile thousands of small programs: they use the numpy backend unless a test
 asks for one (`backend=...`), since numba spends ~0.1-0.5 s compiling each new loop kernel. The
 numba backend is tested where it is named: tests/test_kernels.py and the differential net
-(tests/test_differential.py) run on both backends. Tests that run notebooks or the course's
+(tests/test_programs.py) run on both backends. Tests that run notebooks or the course's
 tools keep the real default (numba), as a learner gets it."""
 import importlib.util
 import os

@@ -160,6 +160,7 @@ def binder_env(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_binder_image_starts_with_a_warm_kernel_cache(binder_env):
     """postBuild ran the lesson, so a fresh kernel running it again compiles no kernel (issue 37)."""
     py, env = binder_env
@@ -172,6 +173,7 @@ def test_binder_image_starts_with_a_warm_kernel_cache(binder_env):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_binder_env_has_the_course_packages(binder_env, tmp_path):
     py, env = binder_env
     modules = ["numpy", "graphviz", "ipywidgets", "matplotlib", "jupyterlab", "ipykernel", "minigrad"]
@@ -187,6 +189,7 @@ def test_binder_env_has_the_course_packages(binder_env, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_binder_jupyterlab_asks_nothing_about_news(binder_env):
     """postBuild puts binder/overrides.json into JupyterLab's settings (issue 30: no news pop-up)."""
     py, env = binder_env
@@ -199,6 +202,7 @@ def test_binder_jupyterlab_asks_nothing_about_news(binder_env):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 @pytest.mark.skipif(LESSON is None, reason="no lesson yet")
 def test_binder_env_runs_the_first_lesson(binder_env, tmp_path):
     py, env = binder_env

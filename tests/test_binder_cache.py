@@ -126,6 +126,7 @@ def test_post_build_installs_minigrad_without_dependencies():
 
 
 # ------------------------------------------------------------------ the Dockerfile repo2docker renders
+@pytest.mark.env
 def test_repo2docker_installs_requirements_before_copying_the_repository():
     if importlib.util.find_spec("repo2docker") is None:
         pytest.skip("jupyter-repo2docker is not installed (it comes with requirements-test.txt)")

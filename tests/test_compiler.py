@@ -1,5 +1,6 @@
-"""Graph compiler: every pass keeps the meaning (reference interpreter before == after),
-structure of the known examples, memory plan, generated code, Session integration."""
+"""Graph compiler: structure of the known examples, memory plan, generated code, Session integration.
+That every pass keeps the meaning (the reference interpreter before == after each pass, each pass alone, the
+pipeline idempotent) is a mode of the program net, tests/test_programs.py."""
 import json
 import subprocess
 import sys
@@ -8,40 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import minigrad as mg
 from minigrad import interpreter
-from minigrad.compiler import DEFAULT_PASSES, PASSES, register_pass, rebuild
-
-# ------------------------------------------------------------------ random programs
-UNARY = [lambda a: a * 2.0 + 1.0, lambda a: -(-a), lambda a: mg.tanh(a), lambda a: mg.relu(a),
-         lambda a: a * 1.0 + 0.0, lambda a: mg.exp(-a * a), lambda a: a.sum(axis=0, keepdims=True) + a,
-         lambda a: a.max(axis=-1, keepdims=True) * a, lambda a: a.T.T, lambda a: a.reshape(-1).reshape(a.shape),
-         lambda a: mg.sigmoid(a) * 0.0 + a]
-BINARY = [lambda a, b: a * b + a, lambda a, b: a - b, lambda a, b: a / (b * b + 1.0),
-          lambda a, b: mg.maximum(a, b), lambda a, b: mg.where(a > b, a, b * 0.5),
-          lambda a, b: a @ b.T @ a, lambda a, b: a[:1] * b, lambda a, b: mg.softmax(a, axis=-1) * b]
-SHAPES = [(1, 1), (2, 3), (4, 1), (3, 4)]
-
-
-def _build(steps, shape, with_grads=True):
-    g = mg.Graph()
-    with g.as_default():
-        x = mg.placeholder(mg.float64, shape, name='x')
-        y = mg.placeholder(mg.float64, shape, name='y')
-        vals = [x, y]
-        for k, i, j in steps:
-            a, b = vals[i % len(vals)], vals[j % len(vals)]
-            vals.append(UNARY[k % len(UNARY)](a) if k < len(UNARY) else BINARY[k % len(BINARY)](a, b))
-        out = (vals[-1] * vals[-1]).sum() + vals[-1].sum()
-        outs = [out, vals[-1]] + (mg.gradients(out, [x, y]) if with_grads else [])
-    return g, [x, y], outs
-
-
-def _arrays(shape, seed):
-    r = np.random.default_rng(seed)
-    return [r.normal(size=shape), r.normal(size=shape)]
+from minigrad.compiler import register_pass, rebuild
 
 
 def _run(graph, arrays):
@@ -52,71 +23,6 @@ def _run(graph, arrays):
 def _close(got, want):
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-9, atol=1e-12)
-
-
-steps_st = st.lists(st.tuples(st.integers(0, len(UNARY) + len(BINARY) - 1), st.integers(0, 9), st.integers(0, 9)),
-                    min_size=1, max_size=5)
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=steps_st, shape=st.sampled_from(SHAPES), seed=st.integers(0, 2 ** 16))
-def test_every_pass_keeps_the_meaning(steps, shape, seed):
-    g, ins, outs = _build(steps, shape)
-    arrays = _arrays(shape, seed)
-    want = interpreter.evaluate(g, outs, {id(s): a for s, a in zip(ins, arrays)})
-    prog = mg.compile(outs, ins)
-    assert [n for n, _ in prog.history] == ['input'] + DEFAULT_PASSES
-    for name, snap in prog.history:                     # after each pass of the pipeline
-        _close(_run(snap, arrays), want)
-    g0 = prog.history[0][1]
-    for name in DEFAULT_PASSES:                         # and each pass alone
-        _close(_run(PASSES[name](g0).verify(), arrays), want)
-    _close(prog(*arrays), want)
-    _close(prog(*arrays), want)                         # buffers reused across calls
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=steps_st, seed=st.integers(0, 2 ** 16))
-def test_unknown_shapes_and_float32(steps, seed):
-    g = mg.Graph()
-    with g.as_default():
-        x = mg.placeholder(mg.float32, name='x')
-        y = mg.placeholder(mg.float32, name='y')
-        vals = [x, y]
-        for k, i, j in steps:
-            a, b = vals[i % len(vals)], vals[j % len(vals)]
-            if k < len(UNARY) and k not in (6, 7, 8, 9):     # rank-agnostic ops only
-                vals.append(UNARY[k](a))
-            elif k >= len(UNARY) and k - len(UNARY) in (0, 1, 2, 3, 4):
-                vals.append(BINARY[k - len(UNARY)](a, b))
-        out = vals[-1]
-    prog = mg.compile(out, [x, y])
-    for shape in [(3,), (2, 2), ()]:
-        arrays = [a.astype(np.float32) for a in _arrays(shape, seed)]
-        want = interpreter.evaluate(g, [out], {id(x): arrays[0], id(y): arrays[1]})[0]
-        np.testing.assert_allclose(prog(*arrays), want, rtol=1e-5, atol=1e-6)
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=steps_st, shape=st.sampled_from(SHAPES), seed=st.integers(0, 2 ** 16))
-@example(steps=[(14, 0, 0), (14, 0, 2)], shape=(1, 1), seed=0)   # a group's results hoistable only after grouping
-def test_pipeline_is_idempotent(steps, shape, seed):
-    g, ins, outs = _build(steps, shape)
-    prog = mg.compile(outs, ins)
-    again = prog.graph
-    for name in DEFAULT_PASSES:
-        again = PASSES[name](again)
-    assert _sig(again) == _sig(prog.graph)
-
-
-def _sig(graph):
-    """The structure of a graph without its (cosmetic) names."""
-    ids, out = {}, []
-    for n in graph.nodes:
-        params = {k: _sig(v) if isinstance(v, mg.Graph) else repr(v) for k, v in n.params.items()}
-        out.append((n.op, [ids[id(i)] for i in n.inputs], params, [(o.shape, str(o.dtype)) for o in n.outputs]))
-        ids.update({id(o): len(ids) for o in n.outputs})
-    return out, [ids[id(o)] for o in graph.outputs]
 
 
 def test_cond_and_while_bodies_are_optimised():
@@ -334,6 +240,7 @@ def test_sgd_step_in_compiled_program():
     assert sess.run(loss, {x: xv, t: tv}) < l0
 
 
+@pytest.mark.slow                   # the benchmark script in a subprocess: 10-15 s
 def test_bench_quick_smoke(tmp_path):
     out = tmp_path / 'bench.json'
     script = Path(__file__).resolve().parent.parent / 'scripts' / 'bench.py'
@@ -344,6 +251,7 @@ def test_bench_quick_smoke(tmp_path):
     assert out.exists()
 
 
+@pytest.mark.slow                   # three benchmark processes: 10-15 s
 def test_bench_judges_each_target_by_the_median_of_its_runs(tmp_path):
     # --runs N: N processes; each target's value is the median of its N values, judged again on it
     out = tmp_path / 'bench.json'

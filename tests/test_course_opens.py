@@ -286,6 +286,7 @@ def lab_server(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_lab_is_clean_no_news_question_no_nbgrader(lab_server):
     """issue 30: `dev.py lab` asks nothing about Jupyter news (binder/overrides.json is the default of the
     notification settings) and loads no extension the course does not use (nbgrader's menus, Validate button)."""
@@ -300,6 +301,7 @@ def test_lab_is_clean_no_news_question_no_nbgrader(lab_server):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 @pytest.mark.skipif(os.name != 'posix', reason='the terminal check needs a POSIX shell')
 def test_lab_serves_the_repository_and_terminals_start_at_its_root(lab_server):
     url = lab_server
@@ -361,6 +363,7 @@ def _readme_check_command():
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_readme_check_command_reports_the_stubs_and_passes_the_solutions():
     """The README's check command works in the learner's venv (no pytest there since issue 30)."""
     cmd = _readme_check_command()

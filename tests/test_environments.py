@@ -121,6 +121,7 @@ def test_overrides_silence_the_news_and_update_check():
 
 
 # ------------------------------------------------------------------ the real venvs
+@pytest.mark.env
 def test_learner_venv_holds_only_requirements_txt():
     """Everything installed in .venv is requirements.txt or a dependency of it (pin_binder's closure)."""
     _need(DEV.LEARNER)
@@ -143,6 +144,7 @@ def test_learner_venv_holds_only_requirements_txt():
     assert "minigrad-course" in installed and "jupyterlab" in installed
 
 
+@pytest.mark.env
 @pytest.mark.parametrize("which", ["LEARNER", "TOOLS"])
 def test_jupyterlab_reads_the_overrides(which):
     """JupyterLab's application directory in each venv has binder/overrides.json as settings/overrides.json."""
@@ -157,6 +159,7 @@ def test_jupyterlab_reads_the_overrides(which):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_learner_kernel_runs_the_learner_python():
     """The kernel the notebook tests use is .venv's Python: no torch, no pytest there."""
     _need(DEV.TOOLS)

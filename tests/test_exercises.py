@@ -302,9 +302,23 @@ WRONG = {
         "9.1": [("return 3.0 * x * x", "times the tangent of x"),
                 ("return dx * 3.0 * x", "power rule")],
         "9.2": [("y, _ = mg.jvp(f, (x,), (v,))\nreturn y.item()", "the second thing it returns")],
-        "9.3": [("return np.stack([mg.jvp(f, (x,), (e,))[1].numpy() for e in np.eye(len(x))])", "axis=1")],
-        "9.4": [({0: "return 'jacfwd' if n_inputs > n_outputs else 'jacrev'"}, "one pass per output"),
-                ({1: "jf = mg.jacfwd(f)\njf(x)\nreturn jf.passes, jf.passes"}, "one pass per output")],
+        "9.3": [("return np.stack([mg.jvp(f, (x,), (e,))[1].numpy() for e in np.eye(len(x))])", "axis=1"),
+                ({1: "rows = []\nfor e in np.eye(m):\n    leaf = mg.tensor(x, requires_grad=True)\n"
+                     "    f(leaf).backward(gradient=e)\n    rows.append(leaf.grad.numpy())\nreturn np.stack(rows, axis=1)"},
+                 "axis 0"),
+                ({1: "leaf = mg.tensor(x, requires_grad=True)\nrows = []\nfor e in np.eye(m):\n"
+                     "    f(leaf).backward(gradient=e)\n    rows.append(leaf.grad.numpy().copy())\nreturn np.stack(rows)"},
+                 "fresh leaf"),
+                ({1: "leaf = mg.tensor(x, requires_grad=True)\ny = f(leaf)\nrows = []\nfor e in np.eye(m):\n"
+                     "    leaf.grad = None\n    y.backward(gradient=e)\n    rows.append(leaf.grad.numpy())\n"
+                     "return np.stack(rows)"}, "frees the tape")],
+        "9.4": [({0: "return 'forward' if n_inputs > n_outputs else 'reverse'"}, "one pass per output"),
+                ({1: "return len(x), m"}, "adds one to a counter"),
+                ({1: "jf, jr = mg.jacfwd(f), mg.jacrev(f)\njf(x), jr(x)\nreturn jf.passes, jr.passes"},
+                 "your own two functions"),
+                ({1: "calls = [0]\ndef counted(v):\n    calls[0] += 1\n    return f(v)\n"
+                     "jacobian_by_columns(counted, x)\nby_columns = calls[0]\njacobian_by_rows(counted, x, m)\n"
+                     "return by_columns, calls[0]"}, "from 0")],
         "9.5": [("x = mg.tensor(x_value, dtype=mg.float64, requires_grad=True)\nf(x).backward(create_graph=True)\n"
                  "(x.grad * mg.tensor(v)).sum().backward()\nreturn x.grad.numpy()", "clear x.grad"),
                 ("x = mg.tensor(x_value, dtype=mg.float64, requires_grad=True)\nf(x).backward()\ng = x.grad\n"

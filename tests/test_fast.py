@@ -2,8 +2,8 @@
 
 Every ledger item of ``fast.ITEMS`` replaces one plain piece with a faster one; the rule is that plain and
 fast give the same bits. This file runs the program nets of the other differential tests (their own
-generators and runners, imported: tests/test_differential.py, tests/test_stateful.py,
-tests/test_composition.py) once with the whole layer installed and once with none of it, and compares every
+generator and runners, imported: tests/test_programs.py: its modes, its Variables over steps and its
+transformations) once with the whole layer installed and once with none of it, and compares every
 value and gradient bit for bit: same dtype, same shape, np.array_equal(equal_nan=True) and, for numbers, the
 same bytes (so -0.0 against 0.0, or a NaN's sign, is a difference). Then each item alone (and every item but
 one) against the plain code on a small fixed program set, the MINIGRAD_PLAIN switch in a fresh interpreter,
@@ -35,13 +35,7 @@ from minigrad.core import functional
 from minigrad.core import ops as P
 from minigrad.core.tensor import Tensor, TapeNode
 
-import test_differential as D
-import test_stateful as S
-
-try:
-    import test_composition as C        # it needs torch (importorskip) for its references
-except pytest.skip.Exception:
-    C = None
+import test_programs as D
 
 T = sys.modules['minigrad.core.tensor']     # the module (mg.tensor is the function)
 
@@ -102,7 +96,6 @@ def _layer_on_and_live_relu(monkeypatch):
     previous = fast.installed()
     fast.install()
     monkeypatch.setattr(D.MgOps, 'relu', staticmethod(lambda a: mg.relu(a)))
-    monkeypatch.setitem(S.UNARY, 'relu', lambda a: mg.relu(a))
     try:
         yield
     finally:
@@ -277,31 +270,32 @@ def test_differential_net_on_the_numba_backend(case, monkeypatch):
 
 
 # ====================================================================== 2b. the stateful net and optimizers
-def stateful_results(seed):
-    """Variables assigned over S.STEPS steps: eager, the interpreter with a state dict, Session, compile."""
-    prog = S.StateProgram(seed)
-    out = {'eager': S.run_eager(prog)}
-    g, x, big, fetches = S.graph_of(prog)
-    feeds = [prog.feeds(step) for step in range(S.STEPS)]
+def stateful_results(case):
+    """Variables assigned over D.STEPS steps: eager, the interpreter with a state dict, Session, compile."""
+    run = D.StateRun(*case)
+    out = {'eager': run.run_eager()}
+    g, phs, fetches = run.graph()
     state = {}
-    out['interpreter'] = [interpreter.evaluate(g, fetches, {id(x): xv, id(big): bv}, state) for xv, bv in feeds]
+    out['interpreter'] = [interpreter.evaluate(g, fetches, {id(p): a for p, a in zip(phs, f)}, state)
+                          for f in run.feeds]
     sess = mg.Session(g, backend='numpy')
-    out['Session'] = [sess.run(fetches, {x: xv, big: bv}) for xv, bv in feeds]
-    p = mg.compile(fetches, [x, big], backend='numpy')
-    out['compile'] = [D._copies(p(xv, bv)) for xv, bv in feeds]
+    out['Session'] = [sess.run(fetches, dict(zip(phs, f))) for f in run.feeds]
+    p = mg.compile(fetches, phs, backend='numpy')
+    out['compile'] = [D._copies(D._as_list(p(*f))) for f in run.feeds]
     return out
 
 
-@pytest.mark.parametrize('seed', range(30))
-def test_stateful_net(seed):
-    both_ways(stateful_results, seed, context=S.StateProgram(seed).code())
+@settings(max_examples=D.n_programs(30), **D.NET)
+@given(case=D.STATE_PROGRAMS)
+def test_stateful_net(case):
+    both_ways(stateful_results, case, context=f'program:\n{case[0].code(case[1])}')
 
 
-@pytest.mark.parametrize('name', list(S.OPTIMIZERS))
+@pytest.mark.parametrize('name', list(D.OPTIMIZERS))
 def test_every_optimizer_eagerly_and_through_fit(name, monkeypatch):
-    shape = S.OPT_SHAPES[list(S.OPTIMIZERS).index(name) % len(S.OPT_SHAPES)]
-    both_ways(lambda: {'eager': S.train_eager(name, shape),
-                       'fit': S.train_fit(name, shape, 'numpy', monkeypatch)}, context=f'{name} {shape}')
+    shape = D.OPT_SHAPES[list(D.OPTIMIZERS).index(name) % len(D.OPT_SHAPES)]
+    both_ways(lambda: {'eager': D.train_eager(name, shape),
+                       'fit': D.train_fit(name, shape, 'numpy', monkeypatch)}, context=f'{name} {shape}')
 
 
 @contextlib.contextmanager
@@ -372,32 +366,33 @@ def test_optimizer_steps_on_a_relu_mlp_with_cross_entropy(case):
 
 
 # ====================================================================== 2c. the composition net
-@pytest.mark.skipif(C is None, reason='tests/test_composition.py needs torch')
-@pytest.mark.parametrize('seed', [0, 1, 2])
-def test_composition_net_every_mode(seed):
-    """Every transformation (and transformation of transformations) of tests/test_composition.py: backward,
-    mg.gradients, jvp, jacfwd, jacrev, jit, trace, grad, vmap, hessian, ... of a random program."""
-    prog = C.Program(seed)
-    both_ways(lambda: {mode: attempt(lambda: C._np(C.MODES[mode][0](prog, prog.x))) for mode in C.MODES},
-              context=f'composition program {seed}')
+@pytest.mark.skipif(D.torch is None, reason='the transformation modes need torch (their references)')
+@settings(max_examples=D.n_programs(3), **D.NET)
+@given(case=D.program_and_inputs(dtypes=(np.float64,), max_steps=5, **D.SMOOTH))
+def test_composition_net_every_mode(case):
+    """Every transformation (and transformation of transformations) of tests/test_programs.py's TRANSFORMS:
+    backward, mg.gradients, jvp, jacfwd, jacrev, jit, trace, grad, vmap, hessian, ... of a program of the net."""
+    fn = D.Fn(case[0], case[1])
+    both_ways(lambda: {mode: attempt(lambda: D._tnp(D.TRANSFORMS[mode][0](fn, fn.x))) for mode in D.TRANSFORMS},
+              context=repr(fn))
 
 
-@pytest.mark.skipif(C is None, reason='tests/test_composition.py needs torch')
+@pytest.mark.skipif(D.torch is None, reason='the transformation modes need torch (their references)')
 def test_composition_net_control_flow_and_grad_modes():
     rng = np.random.default_rng(5)
     x, v = rng.uniform(0.1, 1, 3), rng.uniform(-1, 1, 3)
 
     def run():
         out = {}
-        for ctl in C.CONTROL:
-            for wrap in C.WRAP:
+        for ctl in D.CONTROL_FNS:
+            for wrap in D.WRAP:
                 for sign in (1.0, -1.0):
-                    f = C.WRAP[wrap](lambda a, ctl=ctl: C.CONTROL[ctl](mg, a), x * sign)
-                    out[ctl, wrap, sign] = [C._np(mg.jvp(f, (mg.tensor(x * sign),), (mg.tensor(v),))[1]),
-                                            C._np(mg.jacfwd(f)(mg.tensor(x * sign))),
-                                            C._np(mg.jacrev(f)(mg.tensor(x * sign)))]
-        for mode, g in C.GRAD_OF.items():
-            out[mode] = C._np(g(np.array([0.3, -0.7, 1.1])))
+                    f = D.WRAP[wrap](lambda a, ctl=ctl: D.CONTROL_FNS[ctl](mg, a), x * sign)
+                    out[ctl, wrap, sign] = [D._tnp(mg.jvp(f, (mg.tensor(x * sign),), (mg.tensor(v),))[1]),
+                                            D._tnp(mg.jacfwd(f)(mg.tensor(x * sign))),
+                                            D._tnp(mg.jacrev(f)(mg.tensor(x * sign)))]
+        for mode, g in D.GRAD_OF.items():
+            out[mode] = D._tnp(g(np.array([0.3, -0.7, 1.1])))
         return out
     both_ways(run)
 

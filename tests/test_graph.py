@@ -475,3 +475,39 @@ def test_a_failed_gradients_call_leaves_constants_as_they_were():
         assert len(g.nodes) == n
         c1, c2 = (x + 1.0).node.inputs[1], (x + 1.0).node.inputs[1]
     assert c1 is not c2                          # no scalar cache left behind by the failed call
+
+
+# ------------------------------------------------------------------ assign's rules, as TF1's
+def _grad_through_assign(v, p):
+    loss = (v.assign(v * 3.0) ** 2.0).sum()
+    return lambda: mg.gradients(loss, [v])
+
+
+def _float_into_int(v, p):
+    k = mg.Variable(np.int64([1, 2]), name='k')
+    return lambda: k.assign(v)
+
+
+@pytest.mark.parametrize('build, err, match', [
+    (_grad_through_assign, mg.GraphError, r"'v_assign' is the result of assigning Variable 'v', which has no gradient"),
+    (lambda v, p: lambda: v.assign(np.float64([1e40, 1.0])), mg.ShapeError, 'float64.*float32 without loss'),
+    (_float_into_int, mg.ShapeError, 'float32.*int64 without loss'),
+    (lambda v, p: (lambda c: lambda: mg.cond(c, lambda: v.assign(v + 1.0), lambda: v))(p > 0), mg.GraphError,
+     r"assigned in a mg.cond / while_loop body.*v.assign\(mg.cond"),
+    (lambda v, p: lambda: mg.while_loop(lambda i: i < 3.0, lambda i: (v.assign(v + i), i + 1.0)[1], [p]),
+     mg.GraphError, 'assigned in a mg.cond / while_loop body')],
+    ids=['no_gradient', 'float64_into_float32', 'float_into_int', 'in_cond', 'in_while_loop'])
+def test_assign_refusals_leave_the_graph_as_it_was(build, err, match):
+    """No gradient through an assign (TF1's Assign has none; it was a silent 0), one dtype rule (numpy's safe
+    casting: float64 into float32 narrowed 1e40 to inf silently), no assign inside a body (it raised that a
+    Symbol 'belongs to another graph', or ran unconditionally outside the branch)."""
+    g = mg.Graph()
+    with g.as_default():
+        v, p = mg.Variable(np.float32([1, 2]), name='v'), mg.placeholder(mg.float32, (), name='p')
+        refused = build(v, p)
+        n = len(g.nodes)
+        with pytest.raises(err, match=match):
+            refused()
+        assert len(g.nodes) == n
+        step = mg.Variable(np.zeros(2), name='wide').assign(v * 2.0)      # float32 fits into float64
+    assert mg.Session(g).run(step).dtype == np.float64

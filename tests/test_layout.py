@@ -60,8 +60,8 @@ TAPE_PATH_BUDGET = 1000     # code lines of the core/ functions that run from `a
 FUNCTION_LIMIT = 60         # lines of any function, its docstring included
 # Code lines of every other folder ('top level': the modules directly in minigrad/ together): today's sizes,
 # re-set by hand when a folder's size changes on purpose.
-FOLDER_CEILINGS = {'compiler': 1829, 'transforms': 1629, 'nn': 492, 'onnx': 586, 'viz': 1101, 'course': 774,
-                   'top level': 420}
+FOLDER_CEILINGS = {'compiler': 1939, 'transforms': 1874, 'nn': 494, 'onnx': 754, 'viz': 1101, 'course': 783,
+                   'top level': 418}
 
 
 def rel(p):

@@ -93,6 +93,7 @@ def test_like_pyodide_the_numpy_backend_is_chosen_and_named(tmp_path):
     assert r.stdout.split() == ['numpy', 'vizjs']
 
 
+@pytest.mark.env
 def test_vizjs_wheel_is_a_valid_pure_python_wheel(tmp_path):
     js = tmp_path / 'viz-global.js'
     js.write_text('/* Viz.js 9.9.9 */ globalThis.Viz = {};\n')
@@ -140,6 +141,7 @@ def _lite_config(site):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_serves_the_wheels(site):
     index = json.loads((site / 'pypi' / 'all.json').read_text())
     assert {'minigrad-course', 'minigrad-vizjs', 'graphviz', 'ipywidgets', 'comm', 'jupyterlab-widgets'} <= set(index)
@@ -169,6 +171,7 @@ def _setup_source(index, needs=None):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_has_every_lesson_and_exercise_with_its_note_and_setup_cell(site):
     files = site / 'files'
     got = sorted(str(p.relative_to(files)) for p in files.rglob('*.ipynb'))
@@ -203,6 +206,7 @@ def test_site_has_every_lesson_and_exercise_with_its_note_and_setup_cell(site):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_has_the_kernel_and_widget_extensions_only(site):
     names = {e['name'] for e in _lite_config(site)['federated_extensions']}
     assert names == {'@jupyterlite/pyodide-kernel-extension', '@jupyter-widgets/jupyterlab-manager'}
@@ -211,6 +215,7 @@ def test_site_has_the_kernel_and_widget_extensions_only(site):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_has_no_news_pop_up(site):
     """binder/overrides.json reaches the site's settings: no "notified about official Jupyter news?" (issue 30)."""
     overrides = json.loads((ROOT / 'binder' / 'overrides.json').read_text())
@@ -220,6 +225,7 @@ def test_site_has_no_news_pop_up(site):
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_pins_one_pyodide_version(site):
     from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
     pin = PINS['pyodide']
@@ -235,6 +241,7 @@ def test_site_pins_one_pyodide_version(site):
     assert 'numpy' in lock['packages'] and 'matplotlib' in lock['packages']
 
 
+@pytest.mark.env
 def test_wrong_pyodide_pin_is_an_error(node_modules, capsys):
     with pytest.raises(SystemExit):
         dev.check_lite_pins(Path(sys.executable), node_modules, dict(PINS, pyodide='0.0.1'))
@@ -330,6 +337,7 @@ def _structure(svg):
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.env
 def test_vizjs_in_a_worker_gives_the_same_svg_structure_as_dot(vizjs_render):
     if not shutil.which('dot'):
         pytest.skip('no `dot` program on PATH to compare with (apt-get install graphviz)')
@@ -348,6 +356,7 @@ def test_vizjs_in_a_worker_gives_the_same_svg_structure_as_dot(vizjs_render):
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.env
 def test_a_stepper_steps_on_the_vizjs_svg(vizjs_render, monkeypatch):
     from minigrad.viz import frames as stepper_mod      # Layout renders there
     calls = []
@@ -416,6 +425,7 @@ json.dumps(out)
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.env
 def test_the_vizjs_bridge_runs_in_pyodide_in_a_browser_worker(node_modules, chromium):
     """minigrad.viz.vizjs (stdlib + Pyodide only) in the pinned Pyodide core in a module worker: it loads
     viz-global.js from the minigrad_vizjs package, renders minigrad's DOT and turns Graphviz errors into
@@ -502,6 +512,7 @@ def _pyodide_index():
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_runs_lesson_01_in_pyodide(tmp_path, node_modules, request):
     local, base, lock = _pyodide_index()
     core_lock = json.loads((node_modules / 'pyodide' / 'pyodide-lock.json').read_text())
@@ -619,6 +630,7 @@ def test_site_notebook_runs_without_what_pyodide_lacks(source, like_the_site, tm
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.env
 def test_site_says_what_it_needs_when_the_package_index_is_unreachable(site, chromium):
     """Every request off the site fails (offline, a proxy): the kernel cannot load numpy, so no cell can speak;
     the notebook's markdown note and the landing line say what the site needs and where else to go."""

@@ -1,4 +1,7 @@
 """mg.nn: modules, layers, losses, Keras-style compile/fit, and the source material's models."""
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -390,3 +393,22 @@ def test_cross_entropy_in_a_session_checks_targets_at_run_time(backend):
             sess.run(loss, {logits: np.zeros((2, 3)), t: bad})
         with pytest.raises(mg.MinigradError, match=r'CrossEntropyLoss: targets .* in \[0, 3\)'):
             mg.nn.CrossEntropyLoss()(mg.tensor(np.zeros((2, 3))), bad)       # eager, as before
+
+
+@pytest.mark.parametrize('copy_fn', [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
+                         ids=['deepcopy', 'pickle'])
+def test_a_copy_after_fit_drops_the_compiled_steps_and_trains_on_its_own(copy_fn):
+    """Snapshotting the best model during training: the copy leaves fit's compiled Programs behind (they
+    refused to pickle) and builds its own on its next fit; the original is untouched."""
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    model.compile('adam', 'mse')
+    x, y = R.standard_normal((8, 2)), R.standard_normal((8, 1))
+    model.fit(x, y, epochs=2, verbose=0)
+    snap = copy_fn(model)
+    assert snap._steps == {} and len(model._steps) == 1
+    np.testing.assert_array_equal(snap.predict(x), model.predict(x))
+    before = model.predict(x)
+    snap.fit(x, y, epochs=3, verbose=0)
+    assert len(snap._steps) == 1 and not np.allclose(snap.predict(x), before)
+    np.testing.assert_array_equal(model.predict(x), before)

@@ -33,7 +33,7 @@ MIN_PYTHON = (3, 10)
 CLAIMED_PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 # the test files run in the lowest-versions environment: the library tests
 # (not slow, no browser) plus two lessons, which exercise the notebook stack
-LOWEST_TEST_FILES = ["tests/test_ops.py", "tests/test_tape.py", "tests/test_graph.py",
+LOWEST_TEST_FILES = ["tests/test_op_matrix.py", "tests/test_tape.py", "tests/test_graph.py",
                      "tests/test_control.py", "tests/test_trace.py", "tests/test_compiler.py",
                      "tests/test_nn.py", "tests/test_optim.py", "tests/test_errors.py", "tests/test_viz.py"]
 # 00: widgets and steppers; 07: matplotlib plots (matplotlib < 3.9 fails there with today's IPython)
@@ -174,6 +174,7 @@ def test_package_source_parses_as_the_oldest_supported_python():
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_wheel_installs_in_a_clean_venv(tmp_path):
     """Build the wheel from a copy of the sources (the checkout stays clean), install it with
     --no-deps plus numpy into a fresh venv, import it from elsewhere, print the version."""
@@ -240,6 +241,7 @@ def test_long_description_has_only_absolute_links():
 
 
 @pytest.mark.slow
+@pytest.mark.env
 def test_sdist_and_its_wheel(tmp_path):
     """`uv build` (sdist, then the wheel from the sdist, as pip does): the sdist holds the package and no
     tests (they need the repository's notebooks and golden files, issue 30), and the wheel's metadata has
@@ -291,9 +293,9 @@ def test_notebook_options_come_from_conftest(request):
 
 @pytest.mark.slow
 def test_library_tests_run_without_nbval():
-    """`pytest tests/test_ops.py -p no:nbval` passes, and a notebook is skipped with the reason."""
+    """`pytest tests/test_op_matrix.py -p no:nbval` passes, and a notebook is skipped with the reason."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:nbval", "-p", "no:cacheprovider",
-                           "-q", "-rs", "tests/test_ops.py", "notebooks/00_start_here.ipynb"],
+                           "-q", "-rs", "tests/test_op_matrix.py", "notebooks/00_start_here.ipynb"],
                           cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
     assert proc.returncode == 0, _tail(proc.stdout + proc.stderr)
     assert re.search(r"\d+ passed", proc.stdout) and re.search(r"\d+ skipped", proc.stdout), _tail(proc.stdout)
@@ -303,6 +305,7 @@ def test_library_tests_run_without_nbval():
 
 # ------------------------------------------------------------------ lowest allowed versions
 @pytest.mark.slow
+@pytest.mark.env
 def test_lowest_allowed_versions_pass_the_library_tests(tmp_path):
     """uv installs requirements.txt (plus pytest, hypothesis and nbval from requirements-test.txt) at the
     lowest versions they allow (--resolution lowest-direct, wheels only) into a fresh venv; the library
@@ -362,6 +365,7 @@ def resolve_to_wheels(python) -> dict | None:
 
 
 @pytest.mark.slow
+@pytest.mark.env
 @pytest.mark.parametrize("python", [pytest.param(v, marks=pytest.mark.early(resolve_to_wheels, v))
                                     for v in ["3.10", "3.11", "3.12", "3.13"]])
 def test_requirements_resolve_to_wheels_on_every_supported_python_and_platform(python, early):

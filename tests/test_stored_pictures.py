@@ -109,6 +109,7 @@ def test_sanitized_html_export_shows_every_picture(path):
 # ------------------------------------------------------------------ a real browser, untrusted notebooks
 @pytest.mark.slow
 @pytest.mark.browser
+@pytest.mark.env
 @pytest.mark.parametrize('lesson', ['00_start_here', '04_static_graphs'])
 def test_untrusted_lesson_shows_its_drawings_in_jupyterlab(lesson, tmp_path):
     sys.path.insert(0, str(ROOT / 'tests'))

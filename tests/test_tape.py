@@ -154,7 +154,7 @@ def test_inplace_does_not_corrupt_saved_values():
     y += 100                # rebinding y must not change what z's node saved
     assert z.grad_fn.saved[0].tolist() == [2.0, 3.0]
     with pytest.raises(mg.BackwardError, match='modified by an in-place operation'):
-        z.sum().backward()  # ... and backward refuses, as PyTorch (tests/test_versions.py)
+        z.sum().backward()  # ... and backward refuses, as PyTorch (tests/test_op_matrix.py, version counters)
 
 
 def test_inplace_on_leaf_allowed_under_no_grad():

@@ -242,8 +242,6 @@ def test_renderer_error_says_what_to_install(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------ compiler views
 def _program():
-    if not hasattr(mg, 'compile'):
-        pytest.skip('the compiler (mg.compile) is not available yet')
     g = mg.Graph()
     with g.as_default():
         x = mg.placeholder(mg.float32, shape=(4,), name='x')
@@ -351,8 +349,7 @@ def test_every_stepper_is_steady():
         loss = (p * w * p).sum()
         mg.gradients(loss, [w, p])
     assert_steady(mg.viz.Stepper(loss, feed_dict={p: np.ones(3, np.float32)}))
-    if hasattr(mg, 'compile'):
-        assert_steady(mg.viz.PassStepper(_program()))
+    assert_steady(mg.viz.PassStepper(_program()))
 
 
 def test_frames_restyle_hidden_dimmed_and_values():

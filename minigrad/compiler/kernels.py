@@ -58,6 +58,13 @@ _LOADED: dict = {}         # source hash -> numba dispatcher, for this process
 # guests) it was 0.58-0.90x as long up to 160^2 (4.1 MiB streamed), 0.59-2.4x at 192^2 and 1.5-2.4x at 256^2
 # (10.5 MiB), hence only up to an eighth of the largest cache.
 INTERLEAVE = 4
+# A loop over fewer elements runs serially: on the 2-CPU VM handing a chunk to a worker cost 40-90 us (waking it,
+# passing the GIL). At 2 threads / 1 thread (3 runs of scripts/parallel_threshold.py with the other CPU idle,
+# 2026-12-08) a*b+c, the cheapest kernel, took 1.14-1.37x at 2^18 elements, 0.87-0.90x at 2^19; relu(a*b+c)*d-e
+# 0.87-1.02x, 0.80-0.83x; three tanh layers 1.07-1.08x at 2^17, 0.69-0.87x at 2^18. (Conservative where threads
+# wake faster.)
+# speed: the sizes from which a kernel's loop is split across threads; with approximations it pays sooner
+PARALLEL_MIN, PARALLEL_MIN_APPROX = 1 << 19, 1 << 18
 
 
 def available() -> bool:
@@ -121,7 +128,7 @@ def _index(shape, full, ivars, strided=False) -> str:
     return '[' + ', '.join(idx) + ']' if idx else '[()]'
 
 
-_RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {'np', 'njit', 'types', 'void', 'In', 'Out', 'kernel'}
+_RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {'np', 'njit', 'types', 'void', 'uintp', 'In', 'Out', 'kernel', 'lo', 'hi'}
 
 
 def _namer(readable):
@@ -217,17 +224,23 @@ def _row_sums(sums, ind) -> list:
     return lines
 
 
-def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> str:
+def _flat(graph, layouts) -> bool:
+    """One loop over all elements: every array has the result's shape and is C-contiguous, or has one element."""
+    full = tuple(graph.outputs[0].shape)
+    return all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
+               for s, lay in zip(graph.inputs, layouts)) and all(tuple(s.shape) == full for s in graph.outputs)
+
+
+def kernel_source(graph, layouts, readable=False, approx=None, alias=None, chunked=False) -> str:
     """The Python source of one loop kernel computing `graph` (inputs, nodes, outputs), all of
     whose results have one shape but reductions (a sum over the leading or last axis, accumulated from
     the record's ``unit``); ``layouts`` gives each input's numba layout ('C' or 'A');
     the names of the approximations it calls are added to the set ``approx``; ``alias`` {input k: result j}:
-    input k is read from o<j> (computed in place), not passed."""
+    input k is read from o<j> (computed in place), not passed; ``chunked``: it runs its outer loop from ``lo``
+    to ``hi`` (two more arguments) with the GIL released, a chunk of a parallel launch (parallel.py)."""
     if any(s.shape is None or None in s.shape for s in graph.inputs + graph.outputs):
         raise MinigradError('kernel_source: every shape must be known (fuse groups only such ops)')
-    full = tuple(graph.outputs[0].shape)
-    flat = all(tuple(s.shape) == full and lay == 'C' or int(np.prod(s.shape)) == 1
-               for s, lay in zip(graph.inputs, layouts)) and all(tuple(s.shape) == full for s in graph.outputs)
+    full, flat = tuple(graph.outputs[0].shape), _flat(graph, layouts)
     ivars = [f'i{k}' for k in range(len(full))] if not flat else ['i'] if full else []
     names, ctx, local, alias = {}, _Ctx(approx), _namer(readable), alias or {}
     note = _note if readable else (lambda *a: '')      # speed: comments only in the source a reader sees
@@ -256,7 +269,7 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
         ctx.lines = []
     at = _index(full, full, ivars)
     stores = [f'o{k}{at} = {names[id(s)]}' for k, s in enumerate(graph.outputs) if tuple(s.shape) == full]
-    lines = [_signature(graph, layouts, alias), f'def kernel({", ".join(ins + outs)}):']
+    lines = [_signature(graph, layouts, alias, chunked), f'def kernel({", ".join(ins + outs + ["lo", "hi"] * chunked)}):']
     if flat and len(full) > 1:        # speed: one loop over all elements, C-contiguous arrays seen flat
         lines.append(f'    n0 = o0.size')
         lines += [f'    a{k} = a{k}.reshape(n0)' for k, (s, lay) in enumerate(zip(graph.inputs, layouts))
@@ -271,18 +284,19 @@ def kernel_source(graph, layouts, readable=False, approx=None, alias=None) -> st
         lines += [f'    {h}' for h in hoisted]
     ind = '    '
     for k, v in enumerate(ivars):
-        lines.append(f'{ind}for {v} in range(n{k}):')
+        lines.append(f'{ind}for {v} in range(' + ('lo, hi' if chunked and not k else f'n{k}') + '):')
         ind += '    '
     lines += [ind + x for x in loads + body + stores] + _row_sums(rows, ind)
     return '\n'.join(lines) + '\n'
 
 
-def _signature(graph, layouts, alias) -> str:
-    """The kernel's @njit line: its arrays' types (inputs read-only, C-contiguous unless strided)."""
+def _signature(graph, layouts, alias, chunked=False) -> str:
+    """The kernel's @njit line: its arrays' types (inputs read-only, C-contiguous unless strided); a chunk's
+    bounds lo, hi and nogil when ``chunked``."""
     sig = ', '.join([f'In({s.dtype.name!r}, {len(s.shape)}' + (', strided=True)' if lay == 'A' else ')')
                      for k, (s, lay) in enumerate(zip(graph.inputs, layouts)) if k not in alias]
-                    + [f'Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs])
-    return f"@njit(void({sig}), cache=True, error_model='numpy')"
+                    + [f'Out({s.dtype.name!r}, {len(s.shape)})' for s in graph.outputs] + ['uintp, uintp'] * chunked)
+    return f"@njit(void({sig}), cache=True, error_model='numpy'{', nogil=True' * chunked})"
 
 
 _HEADER = '''"""A minigrad loop kernel (generated; see minigrad/compiler/kernels.py)."""
@@ -299,7 +313,7 @@ def Out(dtype, ndim):
     return types.Array(from_dtype(np.dtype(dtype)), ndim, 'C')
 
 
-void = types.void
+void, uintp = types.void, types.uintp
 
 '''
 _APPROX_IMPORT = 'from minigrad.compiler.approx import f64_bits, bits_f64, fma, select\n\n'    # the approximations' intrinsics
@@ -326,11 +340,18 @@ class Kernel:
     compile or load, ``origin``: 'compiled', 'disk cache' or 'memory' (already loaded),
     ``approximations``: the approx.py functions it calls (tanh, exp, log); ``interleave``: vectors per
     loop iteration forced on LLVM (INTERLEAVE), or None (LLVM's choice); ``repaired``: why its cache entry,
-    found damaged, was rebuilt (None: it was not)."""
+    found damaged, was rebuilt (None: it was not); ``serial``: why it runs serially, None when ``parallel``
+    (its outer loop, ``extent`` long, is split across threads: ``fn(*arrays, lo, hi)``)."""
 
-    def __init__(self, source, fn, seconds, origin, path, approximations=(), interleave=None, repaired=None):
+    def __init__(self, source, fn, seconds, origin, path, approximations=(), interleave=None, repaired=None,
+                 serial='not said', extent=1):
         self._source, self.fn, self.seconds, self.origin, self.path = source, fn, seconds, origin, path
         self.approximations, self.interleave, self.repaired = tuple(approximations), interleave, repaired
+        self.serial, self.extent = serial, extent
+
+    @property
+    def parallel(self) -> bool:
+        return self.serial is None
 
     @property
     def source(self) -> str:
@@ -361,16 +382,37 @@ def _structure(graph, layouts, alias):
             tuple(layouts), tuple(sorted((alias or {}).items())))
 
 
+def serial_why(graph, layouts, approx) -> tuple:
+    """(why the kernel of `graph` runs serially, or None: its outer loop is split across threads (parallel.py);
+    that loop's length). ``approx``: the approximations it calls (such a loop gains from threads sooner)."""
+    full = tuple(graph.outputs[0].shape)
+    size, least = int(np.prod(full)), PARALLEL_MIN_APPROX if approx else PARALLEL_MIN
+    extent = size if _flat(graph, layouts) else full[0] if full else 1
+    if any(_reduced(n, full) and not (n.params.get('rows') and len(n.params['axis']) < len(full))
+           for n in graph.nodes if n.prim is not PLACEHOLDER):
+        return "a reduction across its outer loop (kept serial: numpy's order of additions)", extent
+    if size < least:
+        return f'{size:,} elements, fewer than the {least:,} it takes to gain from threads' + ' (with tanh, exp or ' \
+            'log)' * bool(approx), extent
+    return None if extent > 1 else 'its outer loop has one iteration', extent
+
+
 def _kernel_code(graph, layouts, alias):
-    """(the kernel file's text, its hash, the approximations it calls, LLVM's interleave or None)."""
+    """(the kernel file's text, its hash, the approximations it calls, LLVM's interleave or None, why it runs
+    serially or None, its outer loop's length)."""
     used = set()
-    loop = re.sub(r'  # .*', '', kernel_source(graph, layouts, approx=used, alias=alias))   # neutral names: one file per loop
+    loop = kernel_source(graph, layouts, approx=used, alias=alias)
+    why, extent = serial_why(graph, layouts, used)
+    # speed: a large group's loop run in chunks on all threads (parallel.py), below PARALLEL_MIN serially
+    if why is None:
+        loop = kernel_source(graph, layouts, alias=alias, chunked=True)
+    loop = re.sub(r'  # .*', '', loop)      # neutral names, no comments: one file per loop
     streamed = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in graph.inputs + graph.outputs)
     # a loop shorter than four 16-lane vectors has nothing to interleave (and 0-d kernels keep their cache key)
     # speed: LLVM told to interleave four vectors in a loop with approximations whose arrays fit the budget
     ilv = INTERLEAVE if used and np.prod(graph.outputs[0].shape) >= 64 and streamed <= cache_budget() else None
     code = _HEADER + (_APPROX_IMPORT if used else '') + (f'# LLVM: -force-vector-interleave={ilv}\n' if ilv else '') + loop
-    return code, hashlib.sha1(code.encode()).hexdigest()[:20], used, ilv
+    return code, hashlib.sha1(code.encode()).hexdigest()[:20], used, ilv, why, extent
 
 
 def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
@@ -385,15 +427,15 @@ def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
         found = _kernel_code(graph, layouts, alias)
         if shape is not None:
             memo[shape] = found
-    code, key, used, ilv = found
+    code, key, used, ilv, why, extent = found
 
     def src():
-        return kernel_source(graph, layouts, readable=True, alias=alias)
+        return kernel_source(graph, layouts, readable=True, alias=alias, chunked=why is None)
     path = os.path.join(cache_dir(), f'k_{key}.py')
     t0 = time.perf_counter()
     # speed: a kernel already loaded in this process, or in numba's disk cache, is not compiled again
     if key in _LOADED:
-        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used), ilv)
+        return Kernel(src, _LOADED[key], time.perf_counter() - t0, 'memory', path, sorted(used), ilv, None, why, extent)
     repaired = _write_once(path, code)
     try:
         fn = _import(key, path, ilv)
@@ -410,7 +452,7 @@ def build_kernel(graph, layouts, alias=None, memo=None) -> Kernel:
         warnings.warn(f'minigrad: the kernel cache entry {path} was damaged and has been rebuilt: {repaired}',
                       RuntimeWarning, stacklevel=2)
     origin = 'disk cache' if sum(fn.stats.cache_hits.values()) else 'compiled'
-    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used), ilv, repaired)
+    return Kernel(src, fn, time.perf_counter() - t0, origin, path, sorted(used), ilv, repaired, why, extent)
 
 
 def _import(key, path, ilv):

@@ -12,6 +12,7 @@ from ..core.primitive import Aval, register_primitive, elementwise_rule
 from ..core.graph import Graph
 from ..core.interpreter import run_graph
 from .rewrite import uniform, stand_in
+from .parallel import launch
 
 
 def _ew(name, impl, doc, **fields):
@@ -109,14 +110,18 @@ SIMPLIFY_OPS = (sub, relu)      # patterns simplify rewrites into these ops; fus
 # ------------------------------------------------------------------ kernel: one loop kernel call (numba backend)
 def _kernel_impl(*xs, kernel, graph):
     outs = [np.empty(o.shape, o.dtype) for o in graph.outputs]
-    kernel.fn(*[np.ascontiguousarray(x) if np.ndim(x) else np.asarray(x) for x in xs], *outs)
+    args = [np.ascontiguousarray(x) if np.ndim(x) else np.asarray(x) for x in xs] + outs
+    launch(kernel.fn, kernel.extent, *args) if kernel.parallel else kernel.fn(*args)
     return tuple(outs)
 
 
 def _emit_kernel(args, out, params, ctx):
-    """``K[i](inputs..., outputs...)``: the kernel writes every result into its planned buffer."""
+    """``K[i](inputs..., outputs...)``: the kernel writes every result into its planned buffer; a parallel one is
+    launched in chunks of its outer loop, ``K[j](K[i], its length, inputs..., outputs...)`` (parallel.py)."""
     ins = [a for k, a in enumerate(args) if k not in params.get('alias', ())]     # in place: read from its result
-    return f'{ctx.const(params["kernel"].fn)}({", ".join(ins + ctx.out_buffers)})'
+    kern = params['kernel']
+    head = [ctx.const(kern.fn), str(kern.extent)] if kern.parallel else []
+    return f'{ctx.const(launch if kern.parallel else kern.fn)}({", ".join(head + ins + ctx.out_buffers)})'
 
 
 kernel_call = register_primitive(

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 
 import numpy as np
 
 from ..core.primitive import fmt_shape, hooks, refuse_pickle
 from ..core.errors import FeedError, MinigradError, ShapeError
-from ..core.graph import shapes_compatible
+from ..core.graph import shapes_compatible, ASSIGN
 from ..core.tensor import Tensor
 from ..core import validate
 from .approx import APPROX
@@ -41,6 +42,19 @@ def feed_array(value, dtype, what: str) -> np.ndarray:
     return arr
 
 
+# The Variables some run has written: id(initial value) -> (a weak reference to that array, who wrote it first).
+# export_onnx reads it: such a Variable's initial value is no longer what the graph holds.
+WRITTEN: dict = {}
+
+
+def note_written(variables, holder: str):
+    """Record that `holder` ('a Session', 'a compiled Program') has written `variables`."""
+    for v in variables:
+        arr = v.node.params['initial_value']
+        if id(arr) not in WRITTEN:       # the entry leaves with its array
+            WRITTEN[id(arr)] = (weakref.ref(arr, lambda _, k=id(arr): WRITTEN.pop(k, None)), holder)
+
+
 def _overlap(outs, inputs):
     """The index of an out array whose bytes overlap another out array's or an input's, else None. One sort
     of the byte ranges, not a may_share_memory call per pair (20 outputs, 21 inputs: 650 calls, 0.5 ms)."""
@@ -67,7 +81,7 @@ class Program:
     each loop kernel's source),
     ``kernels`` (numba backend: the compiled loop kernels), ``memory`` (MemoryPlan),
     ``stats`` (dict), ``inputs``, ``outputs``, ``variables`` (Variables read/assigned; their
-    values live in ``state``).
+    values live in ``state``), ``assigned`` (the Variables its assigns write).
 
     Every array a call returns belongs to the caller (a later call never changes it);
     ``program(*arrays, out=[...])`` writes the results into the caller's arrays instead. A Variable a loop
@@ -90,6 +104,7 @@ class Program:
         ivals = [vals[id(s)] for s in graph.inputs]
         ovals = [vals[id(s)] for s in graph.outputs]
         self.memory = plan_memory(allv, steps, ovals)
+        self.assigned = [variables[st.ins[0].const] for st in steps if st.prim is ASSIGN]
         self.kernels = build_kernels(steps, set(updates_in_place(steps, ovals)) | {id(v) for v in ovals})
         driver, consts, self._line_where = generate(ivals, ovals, allv, steps, single)
         self._driver, self._source = driver, None
@@ -97,7 +112,9 @@ class Program:
                           kernel_seconds=[round(k.seconds, 4) for k in self.kernels],
                           kernel_origin=[k.origin for k in self.kernels],
                           approximations={a: APPROX[a][0] for k in self.kernels for a in k.approximations},
-                          kernel_cache_repaired={k.path: k.repaired for k in self.kernels if k.repaired})
+                          kernel_cache_repaired={k.path: k.repaired for k in self.kernels if k.repaired},
+                          parallel=[i for i, k in enumerate(self.kernels) if k.parallel],     # kernel indices
+                          serial={i: k.serial for i, k in enumerate(self.kernels) if not k.parallel})
         ns = {}
         exec(compile(driver, _FILENAME, 'exec'), ns)    # noqa: S102 -- our own source
         shapes = [(fmt_shape(s.shape), s.shape, s.dtype) for s in graph.inputs]
@@ -133,7 +150,9 @@ class Program:
         if len(arrays) != len(self.inputs):
             raise FeedError(f'Program takes {len(self.inputs)} inputs '
                             f'({", ".join(s.name for s in self.inputs)}), got {len(arrays)}')
-        return self.run(arrays, self.state, out)
+        res = self.run(arrays, self.state, out)
+        note_written(self.assigned, 'a compiled Program')
+        return res
 
     def run(self, arrays, state: list, out=None):
         """Run with explicit Variable ``state`` (a list, updated by assigns); Session uses this.

@@ -323,7 +323,8 @@ def while_loop(cond, body, loop_vars, max_iterations=None, name='while'):
     as sub-graphs; outer Symbols they use (loop invariants) are captured. Each
     iteration's loop vars are pushed on an explicit stack (an extra output, dtype
     object) that the gradient loop pops. ``max_iterations`` (default 100,000)
-    turns a loop that never ends into a MaxIterationsError. On eager Tensors this is
+    turns a loop that never ends into a MaxIterationsError (exported to ONNX, where nothing can
+    raise, the Loop stops after max_iterations instead: export warns). On eager Tensors this is
     a plain Python loop (a graph node from the first Symbol that cond or body reads on);
     mg.jvp and mg.vmap run it their own way (Value.while_rule).
 

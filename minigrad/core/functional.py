@@ -14,7 +14,7 @@ from .primitive import (Value, apply, hooks, aval_of, normalize_axes, fmt_shape,
                         describe, DEFAULT_FLOAT)
 from .validate import value_array, check_shape, check_dtype, check_flag, is_int
 from .dtypes import result_dtype, exact_ints
-from .errors import GraphError, ShapeError, InputError
+from .errors import ShapeError, InputError
 
 
 def _is_value(x) -> bool:
@@ -146,7 +146,7 @@ def sigmoid(x):
     branch not taken would overflow to inf, and its gradient through where to nan), and each element's value has
     one path to x, so an infinite cotangent gives an infinite gradient, not inf - inf. Integers are first
     converted as numpy's exp converts them (int8: float16). Error against the correctly rounded value, measured
-    by scripts/ulp_error.py --only sigmoid (tests/test_numerics_tail.py holds the bounds): float32, every input,
+    by scripts/ulp_error.py --only sigmoid (tests/test_programs.py holds the bounds): float32, every input,
     within 4 ulps (the tape and the numpy backend, on numpy's exp) and 2 ulps (loop kernels, on approx.py's
     exp); float64, 12.6 million random inputs, within 2 ulps on both; special values (+-0, +-inf, nan) exact."""
     (x,) = _lift(x)
@@ -345,14 +345,9 @@ def cast(x, dtype):
 
 
 def _index(idx):
-    """Normalise an index to a tuple of ints, slices, None, Ellipsis and int/bool arrays."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
+    """Normalise an index tuple to ints, slices, None, Ellipsis and int/bool arrays."""
     out = []
     for i in idx:
-        if isinstance(i, Value) and not hasattr(i, 'data'):
-            raise GraphError(f'indexing with a {type(i).__name__} is not supported: indices must be known when the graph '
-                             'is built (use a constant, or mg.where for data-dependent selection)')
         if isinstance(i, Value):            # a Tensor: its array
             i = i.data
         if isinstance(i, list):
@@ -369,7 +364,10 @@ def _index(idx):
 
 
 def getitem(x, idx):
-    return P.getitem(x, idx=_index(idx))
+    """x[idx]; an index value that holds no array (a Symbol, vmap's Batched) decides by its kind's index_rule."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    held = [i for i in idx if isinstance(i, Value) and not hasattr(i, 'data')]
+    return held[0].index_rule(x, idx) if held else P.getitem(x, idx=_index(idx))
 
 
 # ------------------------------------------------------------------ operators
@@ -402,7 +400,7 @@ class OpsMixin:
     def __ge__(self, o): return P.greater_equal(self, o)
     def __eq__(self, o): return apply(P.equal, *exact_ints(self, o))
     def __ne__(self, o): return P.not_equal(self, o)
-    def __getitem__(self, idx): return P.getitem(self, idx=_index(idx))
+    def __getitem__(self, idx): return getitem(self, idx)
 
     def __setitem__(self, idx, value):
         raise InputError(f'{type(self).__name__}s do not support item assignment (x[...] = v): it '

@@ -29,18 +29,25 @@ from .autodiff import reverse_sweep, state
 from .tensor import Tensor
 
 
-def _node_kind(name, doc, impl=None, rule=None, **fields):
+def _node_kind(name, doc, impl=None, rule=None, vjp=None, **fields):
     """A graph-structure node kind: a record in the op table, but no primitive."""
     def no_impl(*a, **k):
         raise GraphError(f'{name} nodes are evaluated by the interpreter, not called')
-    return core.register_primitive(name, impl or no_impl, rule or (lambda *a, **k: None), None,
+    return core.register_primitive(name, impl or no_impl, rule or (lambda *a, **k: None), vjp,
                                    kind='node', doc=doc, **fields)
+
+
+# as TF1's Assign: no gradient, and not a silent zero either
+def _assign_vjp(needs, g, out, var, value):
+    raise GraphError(f"gradients: '{out.name}' is the result of assigning Variable '{var.name}', "
+                     f"which has no gradient; differentiate the value assigned, '{value.name}'")
 
 
 PLACEHOLDER = _node_kind('placeholder', 'a value fed at run time through feed_dict')
 CONSTANT = _node_kind('constant', 'a value fixed when the graph is built (params: value)')
 VARIABLE = _node_kind('variable', 'state kept by a Session between runs (params: initial_value)')
-ASSIGN = _node_kind('assign', 'write a new value into a Variable (inputs: variable, value)')
+ASSIGN = _node_kind('assign', 'write a new value into a Variable (inputs: variable, value)',
+                    vjp=_assign_vjp)
 GROUP = _node_kind('group', 'runs its inputs (e.g. assign ops) and returns True, as tf.group',
                    impl=lambda *xs: np.array(True), rule=lambda *avals: Aval((), np.dtype(bool)))
 
@@ -89,10 +96,10 @@ class Symbol(OpsMixin, core.Value):
     ndim = property(lambda self: None if self.shape is None else len(self.shape))
 
     def _no_value(self, what, convert=None):
-        tracer = self.node.graph.tracer
-        if tracer is not None and convert is not None:     # mg.jit is tracing: break the graph here
-            return tracer(self, what, convert)
-        raise TraceError(
+        return self.node.graph.concrete(self, what, convert)
+
+    def no_value_error(self, what):
+        return TraceError(
             f"{what} of Symbol '{self.name}' (shape {fmt_shape(self.shape)}, {self.dtype}): a "
             f'Symbol is a placeholder in a graph and has no value while the graph is being built. '
             f'Get values with sess.run({self.name}, feed_dict=...). For data-dependent control '
@@ -167,13 +174,20 @@ class Variable(Symbol):
             Symbol.__init__(self, _node, *args)
 
     def assign(self, value) -> Symbol:
-        """An op that writes `value` into this variable when it runs and returns the new value."""
+        """An op that writes `value` into this variable when it runs and returns the new value.
+        The value must fit the Variable's dtype without loss (numpy's safe casting: float32 into
+        float64, never float64 into float32 nor a float into an int; TF1 refuses both): cast it
+        first otherwise. It has no gradient (as TF1's Assign), and is not built inside a mg.cond
+        or mg.while_loop body."""
         g = self.graph
-        value = g.lift(value, like=(self,))
-        if value.graph is not g:
-            raise GraphError(f"assign: the value '{value.name}' is in another graph "
-                             f"than Variable '{self.name}'")
-        out = _check_assign(self, value)
+        # a body is a function of its inputs, without state
+        if g.is_ancestor_of(get_default_graph()):
+            raise GraphError(f"assign: Variable '{self.name}' is assigned in a mg.cond / while_loop"
+                             ' body, which minigrad does not support; assign the result outside:'
+                             f' {self.name}.assign(mg.cond(p, lambda: new, lambda: {self.name}))')
+        with g.atomic():                # a refused value leaves no constant behind
+            value = g.lift(value, like=(self,))
+            out = _check_assign(self, value)
         return g.add_node(ASSIGN, [self, value], {}, [out], name=f'{self.name}_assign')[0]
 
     @property
@@ -185,10 +199,10 @@ def _check_assign(var, value) -> Aval:
     if not shapes_compatible(value.shape, var.shape):
         raise ShapeError(f"assign: value '{value.name}' has shape {fmt_shape(value.shape)} but "
                          f"Variable '{var.name}' has shape {fmt_shape(var.shape)}")
-    # numpy's rule for writing into an array
-    if not np.can_cast(value.dtype, var.dtype, 'same_kind'):
+    # numpy's safe casting: values it holds without loss (no float64 1e40 made a float32 inf)
+    if not np.can_cast(value.dtype, var.dtype, 'safe'):
         raise ShapeError(f"assign: value '{value.name}' has dtype {value.dtype}, which cannot be "
-                         f"stored in Variable '{var.name}' of dtype {var.dtype}; "
+                         f"stored in Variable '{var.name}' of dtype {var.dtype} without loss; "
                          f'cast it first (mg.cast(value, {var.dtype}))')
     return Aval(var.shape, var.dtype)
 
@@ -264,9 +278,8 @@ class Graph:
     mul = mul(a, b)  : float32 ?
     """
 
-    __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'capture_tensor',
-                 'notes', 'grad_nodes', 'no_grad', 'single', '_names', '_scalars', 'tracer',
-                 '__weakref__')
+    __slots__ = ('name', 'nodes', 'parent', 'captures', 'inputs', 'outputs', 'tensors',
+                 'notes', 'grad_nodes', 'no_grad', 'single', '_names', '_scalars', '__weakref__')
 
     def __init__(self, name: str | None = None, parent: 'Graph | None' = None):
         self.name = name
@@ -275,9 +288,7 @@ class Graph:
         self.captures: list[tuple[Symbol, Symbol]] = []   # (outer symbol, inner placeholder)
         self.inputs: list[Symbol] = []       # for sub-graphs: the function's parameters
         self.outputs: list[Symbol] = []      # for sub-graphs: the function's results
-        self.capture_tensor = None           # set by mg.trace: how to turn a Tensor into a Symbol
-        # set by mg.jit while tracing: gives a Symbol's value (a graph break)
-        self.tracer = None
+        self.tensors: dict = {}              # id(Tensor) -> (Tensor, its Symbol here): Tensors bound to this graph
         self.notes: list[str] = []           # why a compiler pass declined to act (program.stats)
         # ids of the nodes mg.gradients added (drawn as backward)
         self.grad_nodes: set[int] = set()
@@ -341,6 +352,21 @@ class Graph:
             self._scalars[key] = constant(arr, graph=self)
         return self._scalars[key]
 
+    def lift_tensor(self, t, like=()) -> Symbol:
+        """A Tensor met while building: its bound Symbol (mg.nn.bind_parameters), else what the enclosing
+        graph makes of it; refused at the top. A graph that Python code is traced into captures it instead."""
+        bound = self.tensors.get(id(t))
+        if bound is not None and bound[0] is t:
+            return bound[1]
+        if self.parent is not None:              # inside a cond/while body: the outer graph decides
+            return self.capture(self.parent.lift(t, like))
+        raise GraphError(_mix_message(t, like))
+
+    def concrete(self, sym, what, convert):
+        """A Symbol's value asked for while building (bool(), item(), ...): there is none (mg.jit's graph
+        overrides this to run the graph so far: a graph break)."""
+        raise sym.no_value_error(what)
+
     def lift(self, x, like=()) -> Symbol:
         """Turn a Python number, list, array (or, inside mg.trace, a Tensor) into a Symbol of this graph."""
         if isinstance(x, Symbol):
@@ -351,11 +377,7 @@ class Graph:
             raise GraphError(f"Symbol '{x.name}' belongs to another graph; ops can only combine Symbols "
                              f'of one graph (build everything inside the same `with graph.as_default():`)')
         if isinstance(x, Tensor):
-            if self.capture_tensor is not None:
-                return self.capture_tensor(self, x)
-            if self.parent is not None:          # inside a cond/while body: the outer graph decides
-                return self.capture(self.parent.lift(x, like))
-            raise GraphError(_mix_message(x, like))
+            return self.lift_tensor(x, like)
         # a transformation's value (Dual, Batched) says why it cannot enter
         if isinstance(x, core.Value):
             raise x.graph_error()

@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .errors import ShapeError, MinigradError, InputError
+from .errors import ShapeError, MinigradError, InputError, GraphError
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -167,6 +167,11 @@ class Value:
     def graph_error(self) -> Exception:
         """Why this value cannot become part of a graph (Graph.lift raises it)."""
         return MinigradError(f'a {type(self).__name__} cannot become part of a graph')
+
+    def index_rule(self, x, idx):
+        """x[idx] with this value (holding no array) in idx, the kind's own way (vmap: a gather)."""
+        raise GraphError(f'indexing with a {type(self).__name__} is not supported: indices must be known when the '
+                         'graph is built (use a constant, or mg.where for data-dependent selection)')
 
     @classmethod
     def cond_rule(cls, pred, true_fn, false_fn):

@@ -327,18 +327,27 @@ HINTS = {
                       'the tangent',
                 more='call mg.jvp with x as the primal and v as the tangent, take the tangent, and make it a float',
                 value='mg.jvp returns (value, tangent): you want the second thing it returns'),
-    '9.3': dict(nudge='J e_i is column i of the Jacobian: one jvp per basis vector gives the columns',
-                more='push each unit vector of the input space through mg.jvp and keep the tangent; the tangents '
-                     'are the columns of an (outputs, inputs) array',
-                transposed='your Jacobian is transposed: stack the tangents as columns (axis=1)'),
+    '9.3': dict(nudge='J e_i is column i of the Jacobian and e_j^T J is row j: one jvp per input direction gives '
+                      'the columns, one backward per output direction the rows',
+                more='keep the tangent of mg.jvp along each unit vector of the inputs: those are the columns. For '
+                     'each unit vector of the outputs, run f on a fresh leaf that requires grad and go backward with '
+                     'that vector as the gradient: the leaf\'s .grad is a row',
+                transposed='your Jacobian by columns is transposed: stack the tangents as columns (axis=1)',
+                rows_transposed='your Jacobian by rows is transposed: stack the rows along axis 0',
+                accumulated='your rows add up the rows before them (.grad accumulates): give each row a fresh leaf',
+                freed='a backward frees the tape it went through: run f again on a fresh leaf for each row'),
     '9.4': dict(nudge='count passes: forward mode pushes one tangent per pass, reverse mode pulls one cotangent '
                       'per pass; which has to make more of them here?',
-                more='jacfwd makes one pass per input and jacrev one pass per output: pick the mode with fewer; '
-                     'call both on x and read their .passes',
-                predict='think about what each mode pays for: jacrev makes one pass per output, jacfwd one per '
-                        'input',
-                count='build both mg.jacfwd and mg.jacrev of f, call each on x and read its .passes: jacrev makes '
-                      'one pass per output'),
+                more='by columns makes one pass per input, by rows one per output: pick the mode with fewer. To '
+                     'count, give each of your two functions a wrapper of f that adds one to a counter',
+                predict='think about what each mode pays for: reverse mode makes one pass per output, forward mode '
+                        'one per input',
+                count='count the calls of f each of your two functions makes: by rows makes one pass per output',
+                not_restarted='the count by rows includes the passes by columns: start the counter again from 0',
+                library='mg.jacfwd and mg.jacrev make one batched pass each: count the passes of your own two '
+                        'functions',
+                not_counted='a pass is a run of f: give your two functions a wrapper of f that adds one to a counter, '
+                            'and report what it saw'),
     '9.5': dict(nudge='differentiate twice: the first backward must record the gradient\'s own computation, '
                       'and the second differentiates the gradient\'s dot product with v',
                 more='a backward with create_graph=True leaves x.grad as a tensor with a graph: keep it, clear '

@@ -3,7 +3,7 @@
 Every layer is composed of minigrad ops, so the same module runs eagerly on the tape
 (``model(tensor)``), on Symbols inside a static graph (``model(placeholder)``), under
 ``mg.trace``/``mg.jit``, and as one compiled training step (``model.compile(...)``,
-``model.fit(...)``). Parameters meet a graph through ``Graph.capture_tensor``: the graph
+``model.fit(...)``). Parameters meet a graph through ``Graph.lift_tensor``: the graph
 decides what a Parameter becomes there (a ``Variable`` for compile/fit and tracing).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from ..core import functional as F
-from ..core.primitive import DEFAULT_FLOAT, fmt_shape, broadcast_shapes, apply
+from ..core.primitive import DEFAULT_FLOAT, Value, fmt_shape, broadcast_shapes, apply
 from ..core.validate import value_array, check_int
 from ..core.errors import InputError, MinigradError, ShapeError
 from ..core.graph import Graph, Symbol, Variable, placeholder, constant, gradients, CHECK
@@ -23,6 +23,7 @@ from ..core.creation import rng
 from . import optim
 from ..compiler import compile as compile_
 from ..core.control import cond
+from ..transforms.trace import TracingGraph
 
 
 class Parameter(Tensor):
@@ -41,14 +42,9 @@ class Parameter(Tensor):
 
 
 def _lift_param(x, p):
-    """``p`` as an operand for ``x``: itself on the tape; in a graph whatever the nearest graph's
-    capture_tensor hook makes of it (a Variable); inner cond/while bodies then capture that."""
-    if not isinstance(x, Symbol):
-        return p
-    g = x.graph
-    while g.capture_tensor is None and g.parent is not None:
-        g = g.parent
-    return g.lift(p, like=(x,)) if g.capture_tensor is not None else x.graph.lift(p, like=(x,))
+    """``p`` as an operand for ``x``: itself on the tape; in a graph what the graph makes of it (a bound
+    Variable, see bind_parameters); inner cond/while bodies capture the enclosing graph's."""
+    return x.graph.lift(p, like=(x,)) if isinstance(x, Symbol) else p
 
 
 class Module:
@@ -134,6 +130,11 @@ class Module:
 
     def extra_repr(self) -> str:
         return ''
+
+    def __getstate__(self):
+        """A copy or pickle (a snapshot of the best model) leaves out fit's compiled training steps: they
+        hold generated code, and the next fit builds them again."""
+        return {**self.__dict__, '_steps': {}} if '_steps' in self.__dict__ else self.__dict__
 
     # ---------------------------------------------------------------- Keras style
     def compile(self, optimizer='sgd', loss='mse'):
@@ -221,9 +222,26 @@ class Module:
             return float(self._loss(self(tensor(x)), tensor(y)).item())
 
 
-def bind_parameters(graph: Graph, module: Module | None = None) -> dict:
-    """Make a module's Parameters become ``mg.Variable``s when used in ``graph`` (by setting its
-    capture_tensor hook); other Tensors become constants. Returns {id(Parameter): Variable}.
+class _Bind:
+    """A training graph's rule for the Tensors it meets (a TracingGraph's): a Parameter, or a Tensor that
+    requires grad, becomes a Variable named for its place in the module; any other Tensor a constant."""
+
+    def __init__(self, module):
+        self.names = {id(p): n.replace('.', '_') for n, p in module.named_parameters()}
+        self.vars: dict = {}                    # id(Parameter) -> its Variable
+
+    def __call__(self, graph, t):
+        if not (isinstance(t, Parameter) or t.requires_grad):
+            return constant(t.data, graph=graph)
+        if id(t) not in self.vars:
+            with graph.as_default():
+                self.vars[id(t)] = Variable(t.data, name=self.names.get(id(t), t.name or 'param'))
+        return self.vars[id(t)]
+
+
+def bind_parameters(graph: Graph, module: Module) -> dict:
+    """Make a module's Parameters become ``mg.Variable``s when used in ``graph`` (they are bound to it:
+    ``graph.tensors``). Returns {id(Parameter): Variable}.
 
     >>> import minigrad as mg
     >>> lin = mg.nn.Linear(3, 1); g = mg.Graph()
@@ -232,20 +250,10 @@ def bind_parameters(graph: Graph, module: Module | None = None) -> dict:
     >>> sorted(v.name for v in vars.values())
     ['bias', 'weight']
     """
-    pvar: dict = {}
-    names = {id(p): n.replace('.', '_') for n, p in module.named_parameters()} if module is not None else {}
-    def hook(g, t):
-        if id(t) not in pvar:
-            if not (isinstance(t, Parameter) or t.requires_grad):
-                return constant(t.data, graph=g)
-            with graph.as_default():
-                pvar[id(t)] = Variable(t.data, name=names.get(id(t), t.name or 'param'))
-        return pvar[id(t)]
-    graph.capture_tensor = hook
-    if module is not None:
-        for p in module.parameters():
-            hook(graph, p)
-    return pvar
+    rule = _Bind(module)
+    for p in module.parameters():
+        graph.tensors[id(p)] = (p, rule(graph, p))
+    return rule.vars
 
 
 class _TrainStep:
@@ -255,11 +263,11 @@ class _TrainStep:
     def __init__(self, model, key, xb, yb):
         self.key, self.opt = key, model._optimizer      # not the model: no cycle through model._steps
         opt = self.opt
-        self.graph = g = Graph(name='train_step')
+        self.graph = g = TracingGraph('train_step', _Bind(model))
         with g.as_default():
             self.x = placeholder(xb.dtype, xb.shape, name='x')
             self.y = placeholder(yb.dtype, yb.shape, name='y')
-            pvar = bind_parameters(g, model)
+            pvar = {id(p): g.lift(p) for p in model.parameters()}
             self.out = model(self.x)
             self.loss = model._loss(self.out, self.y)
             trained = [p for p in opt.params if id(p) in pvar]
@@ -278,7 +286,7 @@ class _TrainStep:
                 for k, v in svar.items():
                     self.targets.append(((i, k), v))
                     updates.append(v.assign(new_s[k]))
-            g.capture_tensor = None
+            g.close()
         self.fetches = [self.loss] + updates
         self.values = None
         self.hyper = [(dt, k) for dt, h in hyper.items() for k in h]
@@ -500,13 +508,13 @@ class CrossEntropyLoss(Module):
         self.reduction = _reduction('CrossEntropyLoss', reduction)
 
     def forward(self, logits, target):
-        if not isinstance(target, (Tensor, Symbol)):
+        if not isinstance(target, Value):
             target = tensor(value_array(target, 'CrossEntropyLoss target'))
         C = logits.shape[-1] if logits.shape is not None else None
         if C is None:
             raise ShapeError('CrossEntropyLoss: the number of classes (last dim of the logits) must be known')
         _check_targets(logits, target, C)
-        if isinstance(target, Symbol):          # its values are known at run time: checked then, as eager does now
+        if not isinstance(target, Tensor):      # a Symbol's values (or vmap's batch of them) checked when known
             target = apply(CHECK, target, lo=0, hi=C, what='CrossEntropyLoss: targets (class indices)')
         logp = F.log_softmax(logits, axis=-1)
         onehot = F.cast(F.equal(target.reshape(-1, 1) if target.shape is not None and None not in target.shape

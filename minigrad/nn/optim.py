@@ -48,6 +48,11 @@ class Optimizer:
         self.state: list[dict] = [{} for _ in self.params]
         self._index = {id(p): i for i, p in enumerate(self.params)}
 
+    def __setstate__(self, state):
+        """A copy or an unpickled optimizer holds new parameter objects: index them again."""
+        self.__dict__.update(state)
+        self._index = {id(p): i for i, p in enumerate(self.params)}
+
     def zero_grad(self):
         """Forget the gradients (backward adds into .grad, so call this before each backward)."""
         for p in self.params:

@@ -12,17 +12,21 @@ onnxruntime's (Where(True, -0.0, y) gives +0.0 there).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core import ops as P
 from ..compiler import ops as C
-from ..compiler.program import Program
+from ..compiler.program import Program, WRITTEN
+from ..compiler.rewrite import copy_node
 from ..core.primitive import apply
 from ..core.names import Names
+from ..core.validate import is_int
 from ..core.control import COND, WHILE
-from ..core.errors import MinigradError
-from ..core.graph import (Graph, Symbol, Variable_, constant, needed_nodes, placeholder, CHECK, CONSTANT,
-                          VARIABLE, PLACEHOLDER)
+from ..core.errors import InputError, MinigradError
+from ..core.graph import Graph, Symbol, needed_nodes, placeholder, CHECK, CONSTANT, VARIABLE, PLACEHOLDER
+from ..session import Session
 from ..transforms.trace import TracedFunction, trace
 
 DEFAULT_OPSET = 18          # ReduceMax takes its axes as an input from opset 18
@@ -42,10 +46,14 @@ def load_onnx():
 
 
 class _Builder:
-    """Collects ONNX nodes and initializers for one (sub-)graph; names are unique across the model."""
+    """Collects ONNX nodes and initializers for one (sub-)graph; names are unique across the model.
+    ``values``: {id(a Variable's initial value): the value to write}, for those a Session or Program holds."""
 
-    def __init__(self, names=None):
-        self.nodes, self.inits, self.names = [], [], names if names is not None else Names()
+    def __init__(self, names=None, values=None):
+        self.nodes, self.inits, self.names, self.values = [], [], names if names is not None else Names(), values or {}
+
+    def sub(self):
+        return _Builder(self.names, self.values)
 
     def fresh(self, base: str) -> str:
         return self.names(None, base)
@@ -59,6 +67,20 @@ class _Builder:
         name = self.fresh(name)
         self.inits.append(load_onnx().numpy_helper.from_array(np.asarray(value), name))
         return name
+
+    def variable(self, node):
+        """The value a Variable is written with: the named Session's or Program's, else its initial value,
+        unless a run has changed the Variable since (then the caller must say whose values)."""
+        init = node.params['initial_value']
+        if id(init) in self.values:
+            return self.values[id(init)]
+        written = WRITTEN.get(id(init))
+        if written is not None and written[0]() is init:
+            raise MinigradError(f"export_onnx: Variable '{node.outputs[0].name}' has been changed by {written[1]} "
+                                'since the graph was built, so its initial value is not what the graph holds now; '
+                                'pass session=<that Session or Program> to export its current values (a new '
+                                'mg.Session(graph) exports the initial ones)')
+        return init
 
 
 def _value_info(name, dtype, shape, dims=None, front='batch'):
@@ -81,6 +103,41 @@ def _cast_to(b, x, have, want):
     return b.op('Cast', [x], to=load_onnx().helper.np_dtype_to_tensor_dtype(np.dtype(want)))[0]
 
 
+# The dtypes onnxruntime's CPU kernels compute these ops in (narrow to wide; fewer than ONNX's type
+# constraints allow, or than numpy computes in), and whether the op keeps the bits of a same-width int of
+# the other sign (a sum or a select of uint64 done in int64 is exact; a max is not)
+_ALL_INTS = 'int8 uint8 int16 uint16 int32 uint32 int64 uint64'
+_KERNELS = {'Pow': ('int32 int64', False), 'MatMul': ('int32 uint32 int64 uint64', True),
+            'Less': (_ALL_INTS, False), 'Max': ('int8 uint8 int32 uint32 int64 uint64', False),
+            'Where': ('int8 uint8 int32 uint32 int64', True), 'ReduceSum': ('int32 int64', True),
+            'ReduceMax': ('int8 uint8 int32 int64', False)}
+
+
+def _via(node, op_type, dt):
+    """The dtype ONNX op_type computes values of dtype `dt` in: `dt` (every float, and the ints onnxruntime
+    has a kernel for), else the narrowest listed int holding every value of `dt` (bools, 16-bit ints),
+    else a same-width int of the other sign when that keeps the bits; refused when none does."""
+    dt = np.dtype(dt)
+    ints, keeps_bits = _KERNELS.get(op_type, (_ALL_INTS, False))
+    if dt.kind in 'fc' or dt.name in ints.split():
+        return dt
+    for c in map(np.dtype, ints.split()):
+        if np.can_cast(dt, c, 'safe') or keeps_bits and dt.kind in 'iu' and c.itemsize == dt.itemsize:
+            return c
+    raise _fail(node, f'is ONNX {op_type} on {dt}, which onnxruntime has no kernel for, nor for a wider int '
+                      f'that holds every {dt} value ({ints}); cast the values to one of those first')
+
+
+def _emit(b, node, op_type, xs, dts, dt, out_dt=None, name=None, **attrs):
+    """ONNX op_type on xs: those of a dtype in `dts` (None: not an operand, e.g. axes) cast to `dt`, or to
+    the dtype onnxruntime computes op_type in (_via); the result cast to `out_dt` (None: kept as it is)."""
+    via = _via(node, op_type, dt)
+    xs = [x if d is None else _cast_to(b, x, d, via) for x, d in zip(xs, dts)]
+    back = out_dt is not None and via != np.dtype(out_dt)
+    y = b.op(op_type, xs, name='t' if back else name or node.outputs[0].name, **attrs)
+    return [_cast_to(b, y[0], via, out_dt)] if back else y
+
+
 def _simple(op_type, on_bool=None, operands=None, compare=False):
     """One ONNX op; inputs `operands` (default all) are cast to the output dtype (to their common dtype
     when `compare`); `on_bool`: the op for all-bool inputs (ONNX arithmetic has no bool form)."""
@@ -90,8 +147,8 @@ def _simple(op_type, on_bool=None, operands=None, compare=False):
             return b.op(on_bool, xs, name=node.outputs[0].name)
         idx = range(len(xs)) if operands is None else operands
         want = np.result_type(*[ins[i].dtype for i in idx]) if compare else node.outputs[0].dtype
-        xs = [_cast_to(b, x, s.dtype, want) if i in idx else x for i, (x, s) in enumerate(zip(xs, ins))]
-        return b.op(op_type, xs, name=node.outputs[0].name)
+        return _emit(b, node, op_type, xs, [s.dtype if i in idx else None for i, s in enumerate(ins)], want,
+                     None if compare else want)
     lower.op_type = op_type              # read by import_onnx: the one-to-one ops map back to their record
     return lower
 
@@ -111,8 +168,10 @@ _pow.op_type = 'Pow'
 
 def _relu(b, node, xs):
     """minigrad's relu(nan) is 0 (ONNX Relu gives nan): Where(0 < x, x, 0), the composite relu stands for."""
-    zero = b.const(np.zeros((), node.outputs[0].dtype), 'zero')
-    return b.op('Where', [b.op('Less', [zero, xs[0]])[0], xs[0], zero], name=node.outputs[0].name)
+    dt = node.outputs[0].dtype
+    zero = b.const(np.zeros((), dt), 'zero')
+    less = _emit(b, node, 'Less', [zero, xs[0]], [dt, dt], dt, name='less')
+    return _emit(b, node, 'Where', [less[0], xs[0], zero], [None, dt, dt], dt, dt)
 
 
 def _axes(b, node):
@@ -134,10 +193,11 @@ def _reduce(op_type, nothing):
             y = b.op(nothing, [x, b.const(np.zeros((), out.dtype), 'zero')][:1 + (nothing == 'Add')], name='noop')
         else:
             keep = int(bool(node.params.get('keepdims')))
-            y = b.op(op_type, [x] + _axes(b, node), name=out.name if plain else 'reduce', keepdims=keep)
+            y = _emit(b, node, op_type, [x] + _axes(b, node), [out.dtype, None], out.dtype, out.dtype,
+                      name=out.name if plain else 'reduce', keepdims=keep)
             y = _NAN_SAFE.get((op_type, np.dtype(out.dtype).kind), lambda *a: y)(b, node, x, y, keep)
-        return y if plain else b.op('Max', [y[0], b.const(np.asarray(initial, out.dtype), 'initial')],
-                                    name=out.name)
+        return y if plain else _emit(b, node, 'Max', [y[0], b.const(np.asarray(initial, out.dtype), 'initial')],
+                                     [out.dtype] * 2, out.dtype, out.dtype)
     return lower
 
 
@@ -312,7 +372,7 @@ def _lower_graph(b, graph, env, nodes=None):
                 raise MinigradError(f"export_onnx: placeholder '{node.outputs[0].name}' is not among the inputs")
             continue
         if node.prim in (CONSTANT, VARIABLE):    # both become initializers (weights are frozen in the model)
-            value = node.params['value' if node.prim is CONSTANT else 'initial_value']
+            value = node.params['value'] if node.prim is CONSTANT else b.variable(node)
             env[id(node.outputs[0])] = b.const(value, node.outputs[0].name)
             continue
         outs = _lower_node(b, node, [env[id(s)] for s in node.inputs])
@@ -344,7 +404,7 @@ def _captured(graph, env):
 
 def _branch(b, graph, env):
     """An ONNX GraphProto for a cond branch (no inputs: it reads the outer names)."""
-    inner, env = _Builder(b.names), {**env, **_captured(graph, env)}
+    inner, env = b.sub(), {**env, **_captured(graph, env)}
     _lower_graph(inner, graph, env)
     outs = [inner.op('Identity', [env[id(o)]], name=o.name)[0] for o in graph.outputs]
     infos = [_value_info(n, o.dtype, o.shape) for n, o in zip(outs, graph.outputs)]
@@ -360,14 +420,15 @@ def _lower_cond(b, node, xs):
 
 
 def _lower_while(b, node, xs):
-    """Loop(M='', cond, *vars): the body runs body_graph, then cond_graph on the new vars."""
+    """Loop(M=max_iterations, cond, *vars): the body runs body_graph, then cond_graph on the new vars.
+    ONNX cannot raise MaxIterationsError: the loop stops at its trip count instead (and export warns)."""
     onnx = load_onnx()
     cg, bg = node.params['cond_graph'], node.params['body_graph']
     n = len(bg.inputs)
     env = {id(s): x for s, x in zip(node.inputs, xs)}
     first = {**env, **{id(p): x for p, x in zip(cg.inputs, xs[:n])}, **_captured(cg, env)}
     _lower_graph(b, cg, first)                       # the condition before the first iteration
-    body, benv = _Builder(b.names), {**env, **_captured(bg, env)}
+    body, benv = b.sub(), {**env, **_captured(bg, env)}
     it, c_in = body.fresh('iter'), body.fresh('cond_in')
     ins = [_value_info(it, np.int64, ()), _value_info(c_in, np.bool_, ())]
     for p in bg.inputs:
@@ -381,7 +442,12 @@ def _lower_while(b, node, xs):
     outs = [body.op('Identity', [benv[id(s)]], name=s.name)[0] for s in syms]
     g = onnx.helper.make_graph(body.nodes, body.fresh('loop_body'), ins,
                                [_value_info(o, s.dtype, s.shape) for o, s in zip(outs, syms)], body.inits)
-    res = b.op('Loop', ['', first[id(cg.outputs[0])]] + xs[:n], n_out=n, name=node.outputs[0].name, body=g)
+    limit, name = node.params['max_iterations'], node.params['name']
+    warnings.warn(f"export_onnx: while_loop '{name}' becomes an ONNX Loop with trip count max_iterations={limit}: "
+                  f'where minigrad raises MaxIterationsError, the model stops after {limit} iterations and returns '
+                  'the loop variables it has then', stacklevel=2)
+    res = b.op('Loop', [b.const(np.int64(limit), 'max_iterations'), first[id(cg.outputs[0])]] + xs[:n], n_out=n,
+               name=node.outputs[0].name, body=g)
     return res + ['']                               # no name for the gradient stack output
 
 
@@ -390,39 +456,75 @@ COND.onnx, WHILE.onnx = _lower_cond, _lower_while
 
 # ------------------------------------------------------------------ the public entry points
 def _resolve(obj, inputs, example_inputs, relax=False):
-    """(graph, inputs, outputs) for a Symbol/list, a Program, a TracedFunction, or a Module/function.
-    `relax`: a Program gives its input graph (before the passes fixed kernels to its shapes)."""
+    """(graph, inputs, outputs, what holds its Variables' values) for a Symbol/list, a Program, a
+    TracedFunction, or a Module/function. `relax`: a Program gives its input graph (before the passes
+    fixed kernels to its shapes)."""
     if isinstance(obj, Program):     # its .inputs are the caller's symbols; the optimised graph has its own
         g = obj.history[0][1] if relax else obj.graph
-        return g, list(g.inputs), list(g.outputs)
+        return g, list(g.inputs), list(g.outputs), obj
     if isinstance(obj, TracedFunction):
-        return obj.graph, list(obj.inputs), list(obj.outputs)
+        return obj.graph, list(obj.inputs), list(obj.outputs), obj
     if isinstance(obj, Symbol) or (isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], Symbol)):
         outs = [obj] if isinstance(obj, Symbol) else list(obj)
-        return outs[0].node.graph, [inputs] if isinstance(inputs, Symbol) else list(inputs or []), outs
+        return outs[0].node.graph, [inputs] if isinstance(inputs, Symbol) else list(inputs or []), outs, None
     if callable(obj):
         if example_inputs is None:
             raise MinigradError('export_onnx: a Module or function needs example_inputs to be traced')
         t = trace(obj, *example_inputs)
-        return t.graph, list(t.inputs), list(t.outputs)
+        return t.graph, list(t.inputs), list(t.outputs), t
     raise MinigradError(f'export_onnx: cannot export a {type(obj).__name__} (give Symbols, a Program, '
                         'a traced function, or a Module with example_inputs)')
 
 
-def _dynamic_spec(dynamic_axes, dynamic_batch, names):
+def _held_values(holder, named):
+    """{id(a Variable's initial value): its value in `holder`}: a Program's state, a Session's (its graph's
+    Variables: those it has not run hold their initial values), or the current data of a traced function's
+    Parameters (fed on every call); None when nothing holds them."""
+    if isinstance(holder, Program):
+        return {id(v.node.params['initial_value']): s for v, s in zip(holder.variables, holder.state)}
+    if isinstance(holder, TracedFunction):
+        return {id(v.node.params['initial_value']): t.data for v, t in holder.params}
+    if isinstance(holder, Session):
+        if holder._closed:
+            raise InputError('export_onnx: session= is closed, and its Variable values went with it; export '
+                             'before closing it (inside its `with` block)')
+        return {id(n.params['initial_value']): holder.state.get(id(n), n.params['initial_value'])
+                for n in holder.graph.nodes if n.prim is VARIABLE}
+    if named:
+        raise InputError(f'export_onnx: session= takes the Session or compiled Program whose Variable values to '
+                         f'export, got {type(holder).__name__}')
+    return None
+
+
+def _dynamic_spec(dynamic_axes, dynamic_batch, names, ins):
     """{ONNX name: {axis: dim name}} from torch.onnx.export-style dynamic_axes ({'x': {0: 'batch'}} or
-    {'x': [0]}) and dynamic_batch=True (axis 0 of every input, named 'batch')."""
-    spec = {n: {0: 'batch'} for n in names} if dynamic_batch else {}
-    for name, axes in (dynamic_axes or {}).items():
+    {'x': [0]}) and dynamic_batch=True: axis 0, named 'batch', of the inputs whose first dim is the traced
+    batch (the first dim of the first input that has one); an input of another first dim stays fixed."""
+    firsts = [p.shape[0] for p in ins if p.shape]
+    spec = {n: {0: 'batch'} for n, p in zip(names, ins) if p.shape and p.shape[0] == firsts[0]} \
+        if dynamic_batch and firsts else {}
+    for name, axes in _axes_items(dynamic_axes):
         axes = dict(axes) if isinstance(axes, dict) else {int(a): f'{name}_dim{a}' for a in axes}
         spec[name] = {**spec.get(name, {}), **axes}
     return spec
 
 
+def _axes_items(dynamic_axes) -> list:
+    """dynamic_axes' (name, axes) pairs, checked: an input or output name -> {axis: dim name} or [axis]."""
+    ok = dynamic_axes is None or isinstance(dynamic_axes, dict) and all(
+        isinstance(name, str) and isinstance(axes, (dict, list, tuple)) and all(map(is_int, axes)) and
+        all(isinstance(d, str) for d in (axes.values() if isinstance(axes, dict) else ()))
+        for name, axes in dynamic_axes.items())
+    if not ok:
+        raise InputError(f"export_onnx: dynamic_axes maps input and output names to their dynamic axes "
+                         f"({{'x': {{0: 'batch'}}}} or {{'x': [0]}}), got {dynamic_axes!r:.80}")
+    return list((dynamic_axes or {}).items())
+
+
 def _relaxed(graph, ins, outs, shapes):
     """The nodes the outputs need, applied again on placeholders of `shapes` (None: a dynamic dim), so
-    every shape rule runs again; a graph value that fixed the old size (a reshape to the traced batch,
-    the 1/64 of a mean over the batch) stays as it was: build such models with None dims instead."""
+    every shape rule runs again; a mean's 1/N is read at run time (_mean_count), but another size the
+    graph fixed (a reshape to the traced batch) stays as it was: build such models with None dims."""
     g, env = Graph(graph.name), {}
     with g.as_default():
         for p, s in zip(ins, shapes):
@@ -433,41 +535,64 @@ def _relaxed(graph, ins, outs, shapes):
                 if id(o) not in env:
                     raise MinigradError(f"export_onnx: placeholder '{o.name}' is not among the inputs")
                 continue
-            if node.prim in _RELAX_SOURCES:
-                env[id(o)] = _RELAX_SOURCES[node.prim](node)
+            if node.prim in (CONSTANT, VARIABLE):     # a copy: a Variable keeps its identity (initial value)
+                env[id(o)] = copy_node(g, node, [])[0]
                 continue
             if node.prim.kind == 'node':      # cond, while, assign: their sub-graphs keep the old shapes
                 raise MinigradError(f"export_onnx: dynamic axes: '{o.name}' ({node.op}) cannot be rebuilt for new "
                                     'shapes; build the graph on placeholders with None dims and export that')
+            if (count := _mean_count(node, env)) is not None:     # its gradient reads the same constant
+                env[id(node.inputs[1])] = count
+            if node.prim is P.reshape and -1 not in np.ravel(node.params['shape']) and \
+                    None in (env[id(node.inputs[0])].shape or (None,)):
+                raise _fail(node, f"reshapes to {node.params['shape']}, sizes read from the traced shapes; with "
+                                  'dynamic axes it needs its input size known: leave that axis static, or build '
+                                  'the graph on None dims')
             res = apply(node.prim, *[env[id(s)] for s in node.inputs], **node.params)
             env.update(zip([id(s) for s in node.outputs], res if isinstance(res, (list, tuple)) else [res]))
     return g, [env[id(p)] for p in ins], [env[id(o)] for o in outs]
 
 
-_RELAX_SOURCES = {CONSTANT: lambda n: constant(n.params['value'], name=n.outputs[0].name),
-                  VARIABLE: lambda n: Variable_(n.params['initial_value'], name=n.outputs[0].name)}
+def _mean_count(node, env):
+    """A mean over known dims is recorded as sum(x) * c, c = 1/N read from the traced shape: when axes of
+    that sum are dynamic now, 1/N with N counted at run time (as mg.mean over None dims), else None."""
+    s, c = (node.inputs + [None])[:2] if node.prim is P.mul else (None, None)
+    if s is None or s.node.prim is not P.sum_ or c.node.prim is not CONSTANT or c.shape != ():
+        return None
+    x, axis, keep = s.node.inputs[0], s.node.params.get('axis'), s.node.params.get('keepdims', False)
+    axes = range(len(x.shape or ())) if axis is None else axis
+    new = env[id(x)]
+    if x.shape is None or None in x.shape or new.shape is not None and None not in [new.shape[a] for a in axes]:
+        return None
+    n = int(np.prod([x.shape[a] for a in axes]))
+    if not n or c.node.params['value'] != np.asarray(1.0 / n, c.dtype):
+        return None
+    count = P.sum_(P.broadcast_like(np.ones((), x.dtype), new), axis=axis, keepdims=keep)
+    return P.div(np.ones((), c.dtype), count)
 
 
 def _input_infos(b, ins, names, spec):
     """ONNX inputs (the dims `spec` names dynamic; other unknown dims: 'batch' in front, else unnamed)."""
     env, infos = {}, []
     for p, name in zip(ins, names):
-        if not isinstance(p, Symbol) or p.node.prim is not PLACEHOLDER:
-            raise MinigradError(f'export_onnx: inputs must be placeholders, got {p!r}')
         env[id(p)] = b.fresh(name)
         infos.append(_value_info(env[id(p)], p.dtype, p.shape, spec.get(name, {})))
     return env, infos
 
 
 def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
-            dynamic_axes=None, dynamic_batch=False):
+            dynamic_axes=None, dynamic_batch=False, session=None):
     """The ONNX ModelProto for `obj` (same arguments as export_onnx, without the file)."""
     onnx = load_onnx()
     relax = bool(dynamic_axes or dynamic_batch)
-    graph, ins, outs = _resolve(obj, inputs, example_inputs, relax)
+    graph, ins, outs, holder = _resolve(obj, inputs, example_inputs, relax)
+    for p in ins:
+        if not isinstance(p, Symbol) or p.node.prim is not PLACEHOLDER:
+            raise MinigradError(f'export_onnx: inputs must be placeholders, got {p!r}')
+    values = _held_values(holder if session is None else session, session is not None)
     in_names = list(input_names or [p.name for p in ins])
     names = list(output_names or [o.name for o in outs])
-    spec = _dynamic_spec(dynamic_axes, dynamic_batch, in_names)
+    spec = _dynamic_spec(dynamic_axes, dynamic_batch, in_names, ins)
     unknown = sorted(set(spec) - set(in_names) - set(names))
     if unknown:
         raise MinigradError(f'export_onnx: dynamic_axes names {unknown}, which are not inputs {in_names} or '
@@ -475,7 +600,7 @@ def to_onnx(obj, inputs=None, example_inputs=None, input_names=None, output_name
     if relax:
         shapes = [_dynamic_shape(p, spec.get(n, {})) for p, n in zip(ins, in_names)]
         graph, ins, outs = _relaxed(graph, ins, outs, shapes)
-    b = _Builder()
+    b = _Builder(values=values)
     env, infos = _input_infos(b, ins, in_names, spec)
     _lower_graph(b, graph, env, needed_nodes(graph, outs))     # only what the outputs need, as Session
     out_infos = []
@@ -504,15 +629,26 @@ def _dynamic_shape(p, axes):
 
 
 def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, output_names=None, opset=None,
-                dynamic_axes=None, dynamic_batch=False):
+                dynamic_axes=None, dynamic_batch=False, session=None):
     """Write `obj` as an ONNX model to `f` (a path or a binary file object); returns the ModelProto.
+
+    Variables become initializers holding the values the graph holds now: a Program's ``state``, a traced
+    function's or Module's current Parameters, or, with ``session=`` (a Session or a Program), that one's
+    values. A Variable no one named holds is written with its initial value, unless some Session or Program
+    run has changed it since: then export refuses and asks for ``session=``.
+
+    A ``mg.while_loop`` becomes an ONNX Loop whose trip count is its ``max_iterations``: ONNX cannot raise,
+    so where minigrad raises MaxIterationsError the model stops there and returns the loop variables it
+    has (export warns; a loop that never ends does not hang the deployed model).
 
     ``dynamic_axes={'x': {0: 'batch'}}`` (as torch.onnx.export; ``{'x': [0]}`` names the dim for you)
     marks dims of inputs (and outputs) dynamic: the graph is rebuilt on placeholders with those dims
     unknown, so a model traced or compiled at batch 64 runs at any batch. ``dynamic_batch=True`` is
-    ``{name: {0: 'batch'}}`` for every input. A graph built on None dims is dynamic there already.
-    **Trap**: a size the graph computed from the old shape (a reshape to the traced batch, the 1/64 of a
-    mean over the batch) stays fixed; build such a model on a placeholder with a None dim instead.
+    ``{name: {0: 'batch'}}`` for the inputs whose first dim is the traced batch (the first input's first
+    dim; a weight of another first dim stays fixed: name such axes with dynamic_axes). A graph built on
+    None dims is dynamic there already. A mean over a dynamic axis counts at run time (its 1/64 is not
+    kept). **Trap**: another size the graph computed from the old shape (a reshape to the traced batch)
+    stays fixed; build such a model on a placeholder with a None dim instead.
 
     >>> import minigrad as mg, io
     >>> g = mg.Graph()
@@ -522,7 +658,8 @@ def export_onnx(obj, f, inputs=None, example_inputs=None, input_names=None, outp
     >>> [n.op_type for n in m.graph.node]
     ['Mul', 'Add', 'Identity']
     """
-    model = to_onnx(obj, inputs, example_inputs, input_names, output_names, opset, dynamic_axes, dynamic_batch)
+    model = to_onnx(obj, inputs, example_inputs, input_names, output_names, opset, dynamic_axes, dynamic_batch,
+                    session)
     data = model.SerializeToString()
     if hasattr(f, 'write'):
         f.write(data)

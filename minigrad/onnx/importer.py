@@ -9,6 +9,7 @@ fold back into broadcast_like / reshape_like / sum_to_like; the operators of a P
 from __future__ import annotations
 
 import functools
+import os
 from collections import namedtuple
 
 import numpy as np
@@ -16,7 +17,8 @@ import numpy as np
 from ..core import functional as F, ops as P
 from ..core.control import cond, while_loop
 from ..core.errors import InputError, MinigradError
-from ..core.graph import Graph, Symbol, Variable_, constant, placeholder, CONSTANT
+from ..core.graph import Graph, Symbol, Variable_, constant, needed_nodes, placeholder, SOURCES, CONSTANT
+from ..core.interpreter import evaluate
 from .exporter import LOWERINGS, load_onnx
 
 
@@ -26,14 +28,17 @@ class _Shape(namedtuple('_Shape', 'ref pad mask')):
     sum_to_like instead of becoming values (minigrad has no shape tensors)."""
 
 
-_SHAPE_OPS = {'Identity', 'Shape', 'Concat', 'Equal', 'NonZero', 'Reshape', 'Expand', 'ReduceSum'}    # take a _Shape
+_SHAPE_OPS = {'Identity', 'Shape', 'Concat', 'Equal', 'NonZero', 'Reshape', 'Expand', 'ReduceSum', 'Gather'}
 
 
 def _const_of(x, what):
-    if not (isinstance(x, Symbol) and x.node.prim is CONSTANT):
-        raise MinigradError(f'import_onnx: {what} must be a constant (an initializer or Constant node), '
-                            f'got {getattr(x, "name", x)!r}')
-    return np.asarray(x.node.params['value'])
+    """The value of x, a constant or a value computed from constants only (the shape arithmetic
+    torch.onnx writes: Shape, Gather, Div, ... of known dims), run now."""
+    nodes = needed_nodes(x.graph, [x]) if isinstance(x, Symbol) else []
+    if not nodes or any(n.prim in SOURCES and n.prim is not CONSTANT for n in nodes):
+        raise MinigradError(f'import_onnx: {what} must be a constant (an initializer, a Constant node, or '
+                            f'computed from those), got {getattr(x, "name", x)!r}')
+    return np.asarray(evaluate(x.graph, [x], nodes=nodes)[0])
 
 
 def _ints(x, what):
@@ -79,37 +84,83 @@ def _import_like(like, prim, attr):       # Reshape / Expand: to Shape(r) at run
             return [xs[0] if xs[0].mask else _bad(a, 'of a tensor shape')]
         if isinstance(xs[1], _Shape):
             return [like(xs[0], xs[1].ref)]
-        return [prim(xs[0], **{attr: tuple(_ints(xs[1], f"{a['op']} shape"))})]
+        shape = _ints(xs[1], f"{a['op']} shape")
+        if a['op'] == 'Reshape' and 0 in shape and not a.get('allowzero'):     # a 0 copies the input's dim
+            shape = [d if d else _dim(xs[0], k, a) for k, d in enumerate(shape)]
+        return [prim(xs[0], **{attr: tuple(shape)})]
     return imp
 
 
+def _dim(x, k, a):
+    if x.shape is None or k >= len(x.shape) or x.shape[k] is None:
+        raise MinigradError(f"import_onnx: {a['op']} copies dim {k} of '{x.name}' (a 0 in its shape), which is "
+                            f'unknown in shape {x.shape}')
+    return x.shape[k]
+
+
+def _operands(xs, a, names, since):
+    """The int lists an op reads from inputs 1, 2, ... from opset `since`, and before it from the attributes
+    `names` (Slice before 10, Squeeze / Unsqueeze before 13); None for one not given."""
+    if a['opset'] < since:
+        return [None if a.get(n) is None else list(a[n]) for n in names]
+    return [_ints(x, f"{a['op']} {n}") if x is not None else None for x, n in zip(list(xs[1:]) + [None] * 4, names)]
+
+
 def _import_slice(xs, a):
-    st, en = _ints(xs[1], 'Slice starts'), _ints(xs[2], 'Slice ends')
-    axes = _ints(xs[3], 'Slice axes') if len(xs) > 3 and xs[3] is not None else list(range(len(st)))
-    steps = _ints(xs[4], 'Slice steps') if len(xs) > 4 and xs[4] is not None else [1] * len(st)
-    axes = _pos_axes(xs[0], axes, 'Slice')
+    st, en, axes, steps = _operands(xs, a, ('starts', 'ends', 'axes', 'steps'), 10)
+    axes = _pos_axes(xs[0], list(range(len(st))) if axes is None else axes, 'Slice')
     idx = [slice(None)] * (max(axes, default=-1) + 1)
-    for s, e, ax, step in zip(st, en, axes, steps):
+    for s, e, ax, step in zip(st, en, axes, steps or [1] * len(st)):
         idx[ax] = slice(s, e, step)
     return [P.getitem(xs[0], idx=tuple(idx))]
 
 
 def _import_squeeze(xs, a):
-    x = xs[0]
-    if len(xs) < 2 and x.shape is None:
+    x, (axes,) = xs[0], _operands(xs, a, ('axes',), 13)
+    if axes is None and x.shape is None:
         raise MinigradError('import_onnx: Squeeze without axes needs an input of known shape')
-    axes = _ints(xs[1], 'Squeeze axes') if len(xs) > 1 else [i for i, d in enumerate(x.shape) if d == 1]
-    return [P.getitem(x, idx=_index(_pos_axes(x, axes, 'Squeeze'), 0))]
+    axes = _pos_axes(x, [i for i, d in enumerate(x.shape) if d == 1] if axes is None else axes, 'Squeeze')
+    wide = [i for i in axes if x.shape is not None and x.shape[i] not in (1, None)]
+    if wide:        # onnxruntime refuses such a model; x[0] would drop the rest silently
+        raise InputError(f"import_onnx: Squeeze of axes {wide} of '{x.name}' (shape {x.shape}): only a dim of "
+                         'size 1 can be squeezed')
+    return [P.getitem(x, idx=_index(axes, 0))]
 
 
 def _import_unsqueeze(xs, a):
-    axes = _ints(xs[1], 'Unsqueeze axes')
+    (axes,) = _operands(xs, a, ('axes',), 13)
+    axes = _bad(a, 'without axes') if axes is None else axes
     return [P.getitem(xs[0], idx=_index(_pos_axes(xs[0], axes, 'Unsqueeze', len(axes)), None))]
 
 
 def _import_gather(xs, a):
+    ind = _const_of(xs[1], 'Gather indices').astype(np.int64)
+    if isinstance(xs[0], _Shape):      # dims known when the graph is built: their values (torch's chunk)
+        s = xs[0]
+        dims = () if s.ref.shape is None or s.mask else (1,) * s.pad + tuple(s.ref.shape)
+        got = [dims[i] if -len(dims) <= i < len(dims) else None for i in np.ravel(ind)]
+        if None in got:
+            _bad(a, 'of a tensor shape whose dims are unknown until run time')
+        return [constant(np.array(got, np.int64).reshape(ind.shape))]
     ax = _pos_axes(xs[0], [a.get('axis', 0)], 'Gather')[0]
-    return [P.getitem(xs[0], idx=(slice(None),) * ax + (_const_of(xs[1], 'Gather indices').astype(np.int64),))]
+    return [P.getitem(xs[0], idx=(slice(None),) * ax + (ind,))]
+
+
+def _import_split(xs, a):
+    """Split into len(outputs) parts along `axis`: sizes from input 1 (opset 13), the `split` attribute
+    (before), or equal parts (the last smaller, as num_outputs of opset 18)."""
+    x, ax = xs[0], a.get('axis', 0)
+    (sizes,) = _operands(xs, a, ('split',), 13)
+    if sizes is None:
+        dim = None if x.shape is None else x.shape[ax]
+        if dim is None:
+            raise MinigradError(f'import_onnx: Split into equal parts needs the size of axis {ax}, got shape '
+                                f'{x.shape}')
+        part = -(-dim // a['n_out'])
+        sizes = [min(part, dim - k * part) for k in range(a['n_out'])]
+    ax = _pos_axes(x, [ax], 'Split')[0]
+    ends = np.cumsum(sizes)
+    return [P.getitem(x, idx=(slice(None),) * ax + (slice(int(e - n), int(e)),)) for e, n in zip(ends, sizes)]
 
 
 def _import_scatter(xs, a):
@@ -131,7 +182,7 @@ def _attr_value(a):
 
 
 def _import_if(xs, a):
-    branch = lambda g: lambda: _import_nodes(g, dict(a['env']), a['table'])     # outer names are captured
+    branch = lambda g: lambda: _import_nodes(g, dict(a['env']), a['table'], a['opset'])     # outer names captured
     return list(cond(xs[0], branch(a['then_branch']), branch(a['else_branch'])))
 
 
@@ -143,7 +194,7 @@ def _import_loop(xs, a):
     names = [i.name for i in body.input]
 
     def step(i, c, *v):
-        outs = _import_nodes(body, {**a['env'], **dict(zip(names, (i, c, *v)))}, a['table'])
+        outs = _import_nodes(body, {**a['env'], **dict(zip(names, (i, c, *v)))}, a['table'], a['opset'])
         return (i + 1, *outs)
     go = lambda i, c, *v: c if m is None else P.mul(c, P.less(i, m))     # bool * bool is and
     first = [constant(np.int64(0)), constant(True) if xs[1] is None else xs[1]]
@@ -167,7 +218,8 @@ def _import_table():
         'Transpose': lambda xs, a: [P.transpose(xs[0], axes=tuple(a['perm']) if 'perm' in a else None)],
         'Cast': lambda xs, a: [P.cast(xs[0], dtype=load_onnx().helper.tensor_dtype_to_np_dtype(a['to']))],
         'Slice': _import_slice, 'Squeeze': _import_squeeze, 'Gather': _import_gather,
-        'Unsqueeze': _import_unsqueeze,
+        'Unsqueeze': _import_unsqueeze, 'Split': _import_split,
+        'Div': lambda xs, a: [P.div(*xs) if xs[0].dtype.kind == 'f' else P.cast(P.div(*xs), dtype=xs[0].dtype)],
         'ScatterElements': _import_scatter,
         'Constant': lambda xs, a: [constant(_attr_value(a))],
         'ConstantOfShape': lambda xs, a: [constant(np.full(_ints(xs[0], 'ConstantOfShape shape'), _attr_value(a)
@@ -222,6 +274,21 @@ def _import_clip(xs, a):
     return [x if hi is None else F.minimum(x, hi)]
 
 
+def _import_softmax(fn):
+    """From opset 13 over `axis` (default -1); before, over x flattened to 2-D at `axis` (default 1): all the
+    dims from `axis` on together (the same when `axis` is the last)."""
+    def imp(xs, a):
+        x, axis = xs[0], a.get('axis', -1 if a['opset'] >= 13 else 1)
+        if a['opset'] >= 13 or x.shape is not None and axis % len(x.shape) == len(x.shape) - 1:
+            return [fn(x, axis=axis)]
+        if x.shape is None or None in x.shape[axis:]:
+            raise MinigradError(f"import_onnx: {a['op']} before opset 13 needs the dims from axis {axis} on "
+                                f"known, got shape {x.shape}")
+        flat = P.reshape(x, shape=(-1, int(np.prod(x.shape[axis:]))))
+        return [P.reshape_like(fn(flat, axis=-1), x)]
+    return imp
+
+
 def _fold(fn):        # Max / Min / Sum take any number of inputs
     return lambda xs, a: [functools.reduce(fn, xs)]
 
@@ -238,8 +305,7 @@ TORCH_OPS = {
     'Sqrt': lambda xs, a: [F.sqrt(xs[0])], 'Sigmoid': lambda xs, a: [F.sigmoid(xs[0])],
     'Relu': lambda xs, a: [F.relu(xs[0])], 'Sub': lambda xs, a: [F.subtract(*xs)],
     'LeakyRelu': lambda xs, a: [F.where(F.greater(xs[0], 0.0), xs[0], P.mul(xs[0], np.float32(a.get('alpha', 0.01))))],
-    'Softmax': lambda xs, a: [F.softmax(xs[0], axis=a.get('axis', -1))],
-    'LogSoftmax': lambda xs, a: [F.log_softmax(xs[0], axis=a.get('axis', -1))],
+    'Softmax': _import_softmax(F.softmax), 'LogSoftmax': _import_softmax(F.log_softmax),
     'Max': _fold(F.maximum), 'Min': _fold(F.minimum), 'Sum': _fold(F.add),
     'Greater': lambda xs, a: [F.greater(*xs)], 'GreaterOrEqual': lambda xs, a: [P.greater_equal(*xs)],
     'LessOrEqual': lambda xs, a: [P.less_equal(*xs)], 'Not': lambda xs, a: [P.equal(xs[0], False)],
@@ -252,8 +318,16 @@ def _bad(a, what):
     raise MinigradError(f"import_onnx: {a['op']} {what} is not supported")
 
 
-def _import_nodes(gp, env, table, top=False) -> list:
-    """Add the nodes of ONNX graph `gp` to the default graph; `env` maps ONNX names to Symbols (filled)."""
+def _read(env, name, what):
+    if name not in env:
+        raise InputError(f"import_onnx: {what} reads '{name}', which no input, initializer or earlier node "
+                         'makes (a malformed model)')
+    return env[name]
+
+
+def _import_nodes(gp, env, table, opset, top=False) -> list:
+    """Add the nodes of ONNX graph `gp` (written for ONNX `opset`) to the default graph; `env` maps ONNX
+    names to Symbols (filled)."""
     onnx = load_onnx()
     for t in gp.initializer:      # weights (float, not scalars) of the top graph become Variables to train
         arr = onnx.numpy_helper.to_array(t)
@@ -263,14 +337,15 @@ def _import_nodes(gp, env, table, top=False) -> list:
         if n.op_type not in table:
             raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) is not supported: minigrad has no "
                                 f'rule to import ONNX {n.op_type}')
-        xs = [env[i] if i else None for i in n.input]
+        xs = [_read(env, i, f"node '{n.name}' ({n.op_type})") if i else None for i in n.input]
         if n.op_type not in _SHAPE_OPS and any(isinstance(x, _Shape) for x in xs):
             raise MinigradError(f"import_onnx: node '{n.name}' ({n.op_type}) computes with a tensor shape, "
                                 'which minigrad only imports in the patterns its own lowerings write')
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}     # string attributes
-        env.update(zip(n.output, table[n.op_type](xs, {**attrs, 'op': n.op_type, 'env': env, 'table': table})))
-    return [env[o.name] for o in gp.output]
+        attrs.update(op=n.op_type, env=env, table=table, opset=opset, n_out=len(n.output))
+        env.update(zip(n.output, table[n.op_type](xs, attrs)))
+    return [_read(env, o.name, f"the output of graph '{gp.name}'") for o in gp.output]
 
 
 def import_onnx(f) -> Graph:
@@ -279,6 +354,11 @@ def import_onnx(f) -> Graph:
     initializers (weights, biases) become Variables (``graph.variables``: train them further with
     mg.gradients); the operators of a PyTorch MLP (Gemm, Relu, Sigmoid, Softmax, Flatten, Clip, ...) map
     onto minigrad composites. Erf raises (no minigrad primitive): export GELU with approximate='tanh'.
+    Each operator means what it meant at the model's opset (before 13 Softmax flattens to 2-D at its
+    axis and Squeeze/Unsqueeze take axes as an attribute, before 10 Slice its bounds); shape arithmetic
+    on dims known when the graph is built (torch's chunk) is computed at import. A file that is not a
+    well-formed model (empty, corrupt, a name nothing defines, a Squeeze of a dim other than 1) raises an
+    InputError saying so.
 
     >>> import minigrad as mg, io, numpy as np
     >>> g = mg.Graph()
@@ -290,20 +370,44 @@ def import_onnx(f) -> Graph:
     array([3., 3.], dtype=float32)
     """
     onnx = load_onnx()
-    if isinstance(f, (bytes, bytearray)):     # the model's bytes (buf.getvalue()), not a path
-        try:
-            model = onnx.load_from_string(bytes(f))
-        except Exception as e:                # protobuf's DecodeError has no stable import path: re-raised clearly
-            raise InputError(f'mg.import_onnx: these {len(f)} bytes are not an ONNX model ({e})') from None
-    else:
-        model = f if isinstance(f, onnx.ModelProto) else onnx.load(f)
+    model = f if isinstance(f, onnx.ModelProto) else _load(onnx, f)
+    opset = [o.version for o in model.opset_import if o.domain in ('', 'ai.onnx')]
+    if not model.graph.output or not opset:
+        raise InputError(f'mg.import_onnx: {_what(f)}: no ONNX graph in it (no outputs, or no ONNX opset); an '
+                         'empty or truncated file?')
     g, env = Graph(model.graph.name), {}
     with g.as_default():
         for vi in model.graph.input:
             t = vi.type.tensor_type
             shape = [d.dim_value if d.HasField('dim_value') else None for d in t.shape.dim] if t.HasField('shape') else None
             env[vi.name] = placeholder(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type), shape, name=vi.name)
-        outs = _import_nodes(model.graph, env, _import_table(), top=True)
+        outs = _import_nodes(model.graph, env, _import_table(), opset[0], top=True)
     g.inputs = [env[vi.name] for vi in model.graph.input]
     g.outputs = [g.lift(o) for o in outs]
     return g
+
+
+def _what(f):
+    if isinstance(f, (bytes, bytearray)):
+        return f'these {len(f)} bytes'
+    if isinstance(f, (str, os.PathLike)):
+        return f"'{os.fspath(f)}'"
+    return f"the {type(f).__name__} {getattr(f, 'name', '')}".rstrip()
+
+
+def _load(onnx, f):
+    """The ModelProto in `f` (bytes, a path or a binary file), its external data (beside a path) included."""
+    data = bytes(f) if isinstance(f, (bytes, bytearray)) else f.read() if hasattr(f, 'read') else None
+    if data is None:
+        if not isinstance(f, (str, os.PathLike)):
+            raise InputError(f'mg.import_onnx: expected a path, a binary file, bytes or an onnx.ModelProto, got '
+                             f'{type(f).__name__}')
+        with open(f, 'rb') as fh:
+            data = fh.read()
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as e:                # protobuf's DecodeError has no stable import path: re-raised clearly
+        raise InputError(f'mg.import_onnx: {_what(f)}: not an ONNX model ({type(e).__name__}: {e})') from None
+    if not isinstance(f, (bytes, bytearray)) and not hasattr(f, 'read'):
+        onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(f)))
+    return model

@@ -18,10 +18,10 @@ import numpy as np
 from ..core import primitive as core, ops as P
 from ..core.control import COND, WHILE, WHILE_GRAD, _float, _outer_graph, while_loop
 from ..core.interpreter import replay
-from ..core.graph import Graph, Symbol, placeholder
+from ..core.graph import CHECK, Graph, Symbol, placeholder
 from ..core.primitive import Aval, aval_of, describe, fmt_shape, normalize_axes
 from ..core.errors import GraphError, MinigradError
-from ..core.functional import OpsMixin
+from ..core.functional import OpsMixin, cast, equal, reshape, transpose, where
 from ..pytree import flatten, unflatten
 from .forward import _levels, reverse_loop
 
@@ -51,6 +51,30 @@ class Batched(OpsMixin, core.Value):
     def __bool__(self):
         raise BatchError('vmap: a batched value has one truth value per example, so Python `if`/`while` cannot '
                          'branch on it; use mg.where(cond, x, y) to select per example')
+
+    def _no_value(self, what):
+        return BatchError(f'vmap: {what} of {describe(self)} needs one value, but under mg.vmap it holds one per '
+                          f'example; compute with minigrad ops (mg.where or mg.cond to choose per example), or '
+                          f'return it from the function and convert the result outside mg.vmap')
+
+    def item(self): raise self._no_value('item()')
+    def numpy(self): raise self._no_value('numpy()')
+    def tolist(self): raise self._no_value('tolist()')
+    def __array__(self, *a, **k): raise self._no_value('converting to a numpy array')
+    def __float__(self): raise self._no_value('float()')
+    def __int__(self): raise self._no_value('int()')
+    def __index__(self): raise self._no_value('using as an index')
+
+    def __len__(self):              # one example's length: every example has the same shape (as jax)
+        if not self.shape or self.shape[0] is None:
+            raise BatchError(f'vmap: len() of {describe(self)}: one example has no first dim of known size')
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def index_rule(self, x, idx):
+        return gather(x, idx)
 
     def __repr__(self):
         return f'Batched({self.val!r})'
@@ -122,7 +146,9 @@ def _reduce(prim, vals, dims, axis=None, **params):
 
 
 def _reshape(prim, vals, dims, shape):
-    size = _size(vals, dims)
+    size, ex = _size(vals, dims), aval_of(vals[0])
+    if -1 in shape and ex.shape is not None and None not in ex.shape[1:]:    # the example's -1 (numpy finds
+        shape = prim.shape_rule(Aval(ex.shape[1:], ex.dtype), shape=shape).shape    # none in an empty batch)
     if size is None and -1 in shape:
         raise BatchError(f'vmap: reshape to {fmt_shape(shape)} with an unknown batch size needs the example '
                          f'shape without -1')
@@ -189,6 +215,39 @@ def _matmul(prim, vals, dims):
     out = prim(a, b)
     out = P.getitem(out, idx=(Ellipsis, 0, slice(None))) if ra == 1 else out
     return P.getitem(out, idx=(Ellipsis, 0)) if rb == 1 else out
+
+
+def gather(x, idx):
+    """x[idx] where idx holds an integer index batched by mg.vmap, one per example (jax.vmap batches the gather):
+    the other entries index first, then each example selects along the index's axis by comparing it with
+    arange (one-hot, as CrossEntropyLoss), so it batches, differentiates and runs on Symbols as any op."""
+    ints = lambda i: isinstance(i, (int, np.integer)) and not isinstance(i, bool)
+    x = x if isinstance(x, _VALUES) else core.hooks.lift(x)
+    used = 1 + sum(isinstance(i, slice) or ints(i) for i in idx)         # x's axes the index consumes
+    e = next((j for j, i in enumerate(idx) if i is Ellipsis), len(idx))
+    idx = idx[:e] + (slice(None),) * max(len(x.shape or ()) - used, 0) + idx[e + 1:]
+    k = next(j for j, i in enumerate(idx) if type(i) is Batched)
+    y = idx[k]
+    if y.dtype.kind not in 'iu' or any(j != k and not (ints(i) or i is None or isinstance(i, slice))
+                                       for j, i in enumerate(idx)):
+        raise BatchError(f'vmap: indexing with {describe(y)}: an index batched by vmap must hold integers and be '
+                         f'the only array in the index (index in two steps, x[a][y]; for a mask use mg.where)')
+    x1 = x[idx[:k] + (slice(None),) + idx[k + 1:]]
+    p = sum(not ints(i) for i in idx[:k])                   # x1's axis the index selects along
+    s1, sy = x1.shape, y.shape
+    if s1 is None or sy is None or None in s1 + sy:
+        raise BatchError(f'vmap: indexing {describe(x)} with {describe(y)} needs both shapes; give full shapes')
+    n = s1[p]
+    y = cast(core.apply(CHECK, y, lo=-n, hi=n, what=f'vmap: the index {describe(y)}'), np.int64)
+    hit = equal(reshape(where(y < 0, y + n, y), sy + (1,)), np.arange(n))
+    hit = reshape(hit, sy + (n,) + (1,) * (len(s1) - p - 1))
+    out = where(hit, reshape(x1, s1[:p] + (1,) * len(sy) + s1[p:]), 0).sum(axis=p + len(sy))
+    out = out if out.dtype == x1.dtype else cast(out, x1.dtype)
+    at = [j for j, i in enumerate(idx) if j == k or ints(i)]
+    if at != list(range(at[0], at[-1] + 1)):        # ints apart from it: numpy puts the index's axes first
+        r = len(out.shape)
+        out = transpose(out, tuple(range(p, p + len(sy))) + tuple(range(p)) + tuple(range(p + len(sy), r)))
+    return out
 
 
 def _concatenate(prim, vals, dims, axis=0):
@@ -352,7 +411,7 @@ def vmap(fn, in_axes=0, out_axes=0):
     if not callable(fn):
         raise BatchError(f'vmap: fn must be a function, got {type(fn).__name__}')
 
-    def batched(*args):
+    def batched(*args, **kwargs):      # keyword arguments pass through unbatched (as torch.func.vmap)
         axes = _in_axes(in_axes, args)
         _levels.depth += 1
         level, size, ins, like = _levels.depth, None, [], None
@@ -365,9 +424,12 @@ def vmap(fn, in_axes=0, out_axes=0):
                     vals.append(v if ax is None else Batched(v, level))
                     like = v if like is None and ax is not None else like
                 ins.append(unflatten(tree, vals))
+            if like is None:
+                raise BatchError(f'vmap: in_axes {in_axes!r} batches no array of the {len(args)} arguments; at least '
+                                 f'one must be batched (as jax.vmap requires): give its axis, or call fn directly')
             _active.like[level] = like
             with scope((level, size)):
-                out = fn(*ins)
+                out = fn(*ins, **kwargs)
         finally:
             _levels.depth -= 1
         leaves, tree = flatten(out)
@@ -462,3 +524,4 @@ def _while_node(prim, args, name, **params):
 
 
 COND.batch, WHILE.batch, WHILE_GRAD.batch = _cond_node, _while_node, _while_grad_node
+CHECK.batch = elementwise            # (its run-time range check holds for the whole batch)

@@ -1,10 +1,11 @@
-"""Forward mode: dual numbers riding the same op table, and Jacobians both ways.
+"""Forward mode: dual numbers riding the same op table.
 
 A `Dual` carries a primal value and its tangent (a directional derivative). `core.apply`
 hands any op with a Dual argument to `dual_apply`, which runs the op on the primals and the
 primitive's ``jvp`` rule (ops.py) on the tangents, so a whole function is pushed forward in
 one pass. Nested `jvp` calls get distinct levels, so a derivative of a derivative does not
-mix up its perturbations.
+mix up its perturbations. The whole Jacobians (mg.jacfwd / mg.jacrev, one batched pass) are in
+func.py; `_one_input` / `_one_output` below check what they are given.
 """
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import numpy as np
 from ..core import primitive as core, ops as P
 from ..core.primitive import aval_of, describe, fmt_shape
 from ..core.errors import ForwardError, ShapeError
-from ..core.functional import OpsMixin, reshape, stack
-from ..core.graph import Symbol, gradients, zeros_like as graph_zeros_like
-from ..core.tensor import Tensor, enable_grad, is_grad_enabled, tensor, grad as tape_grad
+from ..core.functional import OpsMixin
+from ..core.graph import Symbol, zeros_like as graph_zeros_like
+from ..core.tensor import Tensor, enable_grad, tensor
 from ..core.control import (COND, WHILE, WHILE_GRAD, MaxIterationsError, _cond_build, _float, _float_caps,
                              while_loop)
 from ..core.interpreter import replay, untaped
@@ -206,89 +207,6 @@ def _split(out, level):
     out = out if isinstance(out, core.Value) else tensor(out)
     av = aval_of(out)
     return out, tensor(np.zeros(av.shape, av.dtype if av.dtype.kind == 'f' else core.DEFAULT_FLOAT))
-
-
-def jacfwd(fn):
-    """The Jacobian of ``fn`` (one array in, one array out) by forward mode: one `jvp` per input
-    element, so it is cheap for few inputs. The result has shape out.shape + x.shape; the returned
-    function's ``.passes`` counts the jvp passes of its last call.
-
-    >>> import minigrad as mg
-    >>> J = mg.jacfwd(lambda x: x * x)
-    >>> J(mg.tensor([1.0, 2.0])).tolist(), J.passes
-    ([[2.0, 0.0], [0.0, 4.0]], 2)
-    """
-    def jac(x):
-        x = _one_input(x, 'jacfwd')
-        n, shape = int(np.prod(aval_of(x).shape)), aval_of(x).shape
-        eye = np.eye(n, dtype=aval_of(x).dtype)
-        cols = [jvp(fn, (x,), (eye[i].reshape(shape),))[1] for i in range(n)]
-        jac.passes = n
-        if not cols:                # no inputs: one plain call gives the output's shape
-            out = _one_output(fn(x), 'jacfwd')
-            return _zeros(aval_of(out).shape + shape, aval_of(x).dtype)
-        out_shape = aval_of(_one_output(cols[0], 'jacfwd')).shape
-        return reshape(stack(cols, axis=-1), out_shape + shape)
-    jac.passes = 0
-    return jac
-
-
-def jacrev(fn):
-    """The Jacobian of ``fn`` (one array in, one array out) by reverse mode: one backward through the
-    tape per output element, so it is cheap for few outputs. Shape out.shape + x.shape; the returned
-    function's ``.passes`` counts the backward passes of its last call. The result is differentiable
-    again (jacrev(jacrev(f)), jacfwd(jacrev(f)), mg.jvp of it); on Symbols it adds mg.gradients nodes.
-
-    >>> import minigrad as mg
-    >>> J = mg.jacrev(lambda x: (x * x).sum(keepdims=True))
-    >>> J(mg.tensor([1.0, 2.0])).tolist(), J.passes
-    ([[2.0, 4.0]], 1)
-    """
-    def jac(x):
-        x = _one_input(x, 'jacrev')
-        if not isinstance(x, (Tensor, Symbol)):     # a Dual of mg.jvp (forward mode keeps its tangent) or a
-            # Batched of mg.vmap: the same Jacobian by forward mode, which runs on every value kind
-            inner = jacfwd(fn)
-            res = inner(x)
-            jac.passes = inner.passes
-            return res
-        out, rows = (_rows_graph if isinstance(x, Symbol) else _rows_tape)(fn, x)
-        jac.passes = len(rows)
-        if not rows:
-            return _zeros(aval_of(out).shape + aval_of(x).shape, aval_of(x).dtype)
-        return reshape(stack(rows), aval_of(out).shape + aval_of(x).shape)
-    jac.passes = 0
-    return jac
-
-
-def _seeds(out):
-    av = aval_of(out)
-    m = int(np.prod(av.shape))
-    return [np.eye(1, m, i, av.dtype).reshape(av.shape) for i in range(m)]
-
-
-def _rows_tape(fn, x):
-    """fn(x) and the rows of its Jacobian on the tape, recorded when an outer derivative needs them."""
-    outer = x.requires_grad and is_grad_enabled()
-    # a node of its own (outer) or a fresh leaf: the sweep ends at it, x's own graph stays untouched
-    leaf = x.clone() if outer else Tensor._make(np.array(x.data), requires_grad=True)
-    with enable_grad():
-        out = _one_output(fn(leaf), 'jacrev')
-    return out, [tape_grad(out, leaf, s, create_graph=outer) for s in _seeds(out)]
-
-
-def _rows_graph(fn, x):
-    """fn(x) and the rows of its Jacobian as mg.gradients nodes (jacrev inside mg.trace / mg.jit)."""
-    with enable_grad():             # (an outer mg.no_grad() does not stop it, as on the tape)
-        out = _one_output(fn(x), 'jacrev')
-    if aval_of(out).shape is None or None in aval_of(out).shape:
-        raise ForwardError('jacrev: the output shape is not known when tracing, so the Jacobian has no static '
-                           'shape; give the placeholder a full shape')
-    return out, [gradients(out, [x], s)[0] for s in _seeds(out)]
-
-
-def _zeros(shape, dtype):
-    return tensor(np.zeros(shape, dtype))
 
 
 def _one_input(x, who):
@@ -558,7 +476,7 @@ def _while_grad_jvp(primals, tangents, outs, grad_graph, name):
 def _on_symbols(name):
     return ForwardError(f"jvp: forward mode through the gradient of while_loop '{name}' (a Hessian) runs on "
                         f'Tensors and arrays, not on Symbols (inside mg.jit / mg.trace): take it outside the jit '
-                        f'function, or by forward mode twice (mg.func.jacfwd(mg.func.jacfwd(f)))')
+                        f'function, or by forward mode twice (mg.jacfwd(mg.jacfwd(f)))')
 
 
 COND.jvp, WHILE.jvp, WHILE_GRAD.jvp = _cond_jvp, _while_jvp, _while_grad_jvp

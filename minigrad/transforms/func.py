@@ -21,9 +21,10 @@ from ..core.errors import MinigradError
 from ..core import ops as P
 from .forward import Dual, push, _one_input, _one_output
 from ..core.functional import reshape
-from ..core.graph import Graph, Symbol, constant, get_default_graph, gradients, placeholder
+from ..core.graph import Symbol, constant, get_default_graph, gradients, placeholder
 from ..core.tensor import Tensor, enable_grad
 from ..pytree import flatten, unflatten
+from .trace import TracingGraph
 
 
 class GradError(MinigradError):
@@ -50,6 +51,21 @@ class _Captured:
         return self.syms[-1]
 
 
+class _GradGraph(TracingGraph):
+    """The graph mg.grad traces fn into. A Symbol's value asked for while tracing (a Python if, float(), .item())
+    has none: the error says what to do under mg.grad."""
+    __slots__ = ()
+
+    def concrete(self, sym, what, convert):
+        if self.rule is None:                       # the trace is over
+            return TracingGraph.concrete(self, sym, what, convert)
+        raise GradError(f"{self.name}: {what} of {describe(sym)} (from '{sym.op}') needs a value, but mg.grad "
+                        f'traces fn once on placeholders, so Python control flow on values (if/while, float(), '
+                        f'.item(), a mg.jit graph break) cannot be differentiated there. Choose by value with '
+                        f'mg.where / mg.cond / mg.while_loop, or differentiate one run on the tape: '
+                        f'x = mg.tensor(..., requires_grad=True); fn(x).backward(); x.grad')
+
+
 def _lanes(leaves, argnums, entry, who):
     """mg.grad under mg.vmap: each leaf as its batched array (axis 0: the examples; the differentiated ones
     repeated when unbatched, so each example gets its own copy and gradient), and each leaf's in_axes."""
@@ -69,48 +85,56 @@ def _repeat(v, size, who):
     return P.broadcast_to(P.getitem(v, idx=(None,)), shape=(size,) + tuple(aval_of(v).shape))
 
 
-def _call(fn, axes, leaves, trees, phs):
-    """fn on the placeholders; with ``axes`` (mg.grad under mg.vmap), as vmap over the examples (axis 0)."""
+def _call(fn, axes, leaves, trees, phs, kwargs):
+    """fn on the placeholders (keyword arguments as given: not differentiated); with ``axes`` (mg.grad under
+    mg.vmap), as vmap over the examples (axis 0)."""
     with scope(None):               # fn sees placeholders: no batched values of enclosing vmaps inside the trace
         if axes is None:
-            return fn(*[unflatten(t, p) for t, p in zip(trees, phs)])
+            return fn(*[unflatten(t, p) for t, p in zip(trees, phs)], **kwargs)
         counts = [len(vs) for vs in leaves]
 
         def per_example(*xs):
             it = iter(xs)
-            return fn(*[unflatten(t, [next(it) for _ in range(n)]) for t, n in zip(trees, counts)])
+            return fn(*[unflatten(t, [next(it) for _ in range(n)]) for t, n in zip(trees, counts)], **kwargs)
         return vmap(per_example, in_axes=axes)(*[p for ps in phs for p in ps])
 
 
-def _trace(fn, leaves, trees, argnums, has_aux, who, axes=None):
+def _trace(fn, leaves, trees, argnums, has_aux, who, axes=None, kwargs=None):
     """fn traced on placeholders: (graph, inputs, captured tensors, the d/d placeholders of argnums, value,
     aux leaves, aux TreeDef). With ``axes`` the leaves are batches and the gradient is taken of the per-example values' sum."""
-    g = Graph(f'{who} of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
-    g.capture_tensor = hook = _Captured()
+    g = _GradGraph(f'{who} of {getattr(fn, "__name__", "fn")}', _Captured(), parent=get_default_graph())
     with g.as_default(), enable_grad():             # an outer mg.no_grad() does not stop it (as torch.func)
         phs = [[placeholder(aval_of(v).dtype, aval_of(v).shape, name=f'arg{i}') for v in vs]
                for i, vs in enumerate(leaves)]
-        out, aux = _call(fn, axes, leaves, trees, phs), None
+        out, aux = _call(fn, axes, leaves, trees, phs, kwargs or {}), None
         g.no_grad.clear()                           # and a no_grad inside fn is stop_gradient: zeros there
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise GradError(f'{who}: has_aux=True needs fn to return a pair (value, aux), got '
                                 f'{type(out).__name__}')
             out, aux = out
-        value = _checked(g.lift(out) if not isinstance(out, _VALUES) else out, g, axes is not None, who)
+        value = _checked(_own(out, g, who), axes is not None, who)
         xs = [p for i in argnums for p in phs[i]]
         grads = gradients(P.sum_(value) if axes is not None else value, xs) if xs else []
         aux_leaves, aux_tree = flatten(aux)
-    g.capture_tensor = None
+        aux_leaves = [_own(a, g, who) if isinstance(a, core.Value) else a for a in aux_leaves]     # (data as is)
+    hook = g.rule
+    g.close()
     inputs = [p for ps in phs for p in ps] + hook.syms
     return g, inputs, hook.tensors, grads, value, aux_leaves if has_aux else [], aux_tree
 
 
-def _checked(out, g, per_example, who):
-    """fn's value: a float scalar Symbol of the trace (one per example under vmap: shape (n,))."""
-    if not isinstance(out, Symbol) or not (out.graph is g or g.is_ancestor_of(out.graph)):
-        raise GradError(f'{who}: fn returned {describe(out)}, which is not computed from its arguments '
+def _own(v, g, who):
+    """A value fn returned, as a Symbol of the trace g. A Tensor, plain data or a Symbol of an enclosing graph
+    does not depend on the arguments (its gradient is zero); a value of an enclosing vmap or jvp may, unseen."""
+    if isinstance(v, (Dual, Batched)):
+        raise GradError(f'{who}: fn returned {describe(v)}, which is not computed from its arguments '
                         f'here; a value of an enclosing vmap or jvp must be passed as an argument')
+    return g.lift(v)
+
+
+def _checked(out, per_example, who):
+    """fn's value: a float scalar Symbol of the trace (one per example under vmap: shape (n,))."""
     if len(out.shape or ()) != per_example or out.dtype.kind != 'f':
         raise GradError(f'{who}: fn must return a float scalar (shape ()), got {describe(out)}'
                         f'{" (the batch of examples first)" if per_example else ""}; sum it or use mg.jacrev '
@@ -161,19 +185,19 @@ def value_and_grad(fn, argnums=0, has_aux=False):
     if not callable(fn):
         raise GradError(f'{who}: fn must be a function, got {type(fn).__name__}')
 
-    def value_and_grad_fn(*args):
+    def value_and_grad_fn(*args, **kwargs):     # keyword arguments: passed to fn, not differentiated
         nums = _argnums(argnums, len(args), who)
         leaves, trees = _leaves(args, nums, who)
         entry, axes, wrap = current_vmap(), None, None
         if entry is not None and any(type(v) is Batched and v.level == entry[0] for vs in leaves for v in vs):
             (leaves, axes), wrap = _lanes(leaves, nums, entry, who), lambda v: Batched(v, entry[0])
-        g, inputs, captured, grads, out, aux, aux_tree = _trace(fn, leaves, trees, nums, has_aux, who, axes)
+        g, inputs, captured, grads, out, aux, aux_tree = _trace(fn, leaves, trees, nums, has_aux, who, axes, kwargs)
         vals = replay(g, [v for vs in leaves for v in vs] + captured, [c for c, _ in g.captures], inputs=inputs,
-                      outputs=[out, *grads, *aux])
+                      outputs=[out, *grads, *[a for a in aux if isinstance(a, Symbol)]])
         vals = [wrap(_as_value(v, leaves)) if wrap else _as_value(v, leaves) for v in vals]
         value, rest = vals[0], iter(vals[1:])
         per_arg = [unflatten(trees[i], [next(rest) for _ in leaves[i]]) for i in nums]
-        aux_val = unflatten(aux_tree, list(rest)) if has_aux else None
+        aux_val = unflatten(aux_tree, [next(rest) if isinstance(a, Symbol) else a for a in aux]) if has_aux else None
         res = tuple(per_arg) if isinstance(argnums, (tuple, list)) else per_arg[0]
         return ((value, aux_val) if has_aux else value), res
     return value_and_grad_fn
@@ -197,8 +221,8 @@ def grad(fn, argnums=0, has_aux=False):
     """
     vg = value_and_grad(fn, argnums, has_aux)
 
-    def grad_fn(*args):
-        value, g = vg(*args)
+    def grad_fn(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
     return grad_fn
 
@@ -214,10 +238,10 @@ def _basis(x, shape):
 
 def jacfwd(fn):
     """The Jacobian of ``fn`` (one array in, one out) by forward mode, as ONE batched pass: mg.vmap of the
-    JVP over the input basis (mg.jacfwd runs one jvp per column). ``.passes`` is 1.
+    JVP over the input basis (not one jvp per column, as lesson 09 builds it). ``.passes`` is 1.
 
     >>> import minigrad as mg
-    >>> J = mg.func.jacfwd(lambda x: x * x)
+    >>> J = mg.jacfwd(lambda x: x * x)
     >>> J(mg.tensor([1.0, 2.0])).tolist(), J.passes
     ([[2.0, 0.0], [0.0, 4.0]], 1)
     """
@@ -240,7 +264,7 @@ def jacrev(fn):
     graph with a cotangent input, replayed under mg.vmap over the output basis. ``.passes`` is 1.
 
     >>> import minigrad as mg
-    >>> J = mg.func.jacrev(lambda x: x * x)
+    >>> J = mg.jacrev(lambda x: x * x)
     >>> J(mg.tensor([1.0, 2.0])).tolist(), J.passes
     ([[2.0, 0.0], [0.0, 4.0]], 1)
     """
@@ -250,8 +274,8 @@ def jacrev(fn):
         entry = current_vmap() if type(x) is Batched else None
         lanes = entry is not None and x.level == entry[0]
         xv, lead = (x.val, (entry[1],)) if lanes else (x, ())
-        g = Graph(f'jacrev of {getattr(fn, "__name__", "fn")}', parent=get_default_graph())
-        g.capture_tensor = hook = _Captured()
+        hook = _Captured()
+        g = TracingGraph(f'jacrev of {getattr(fn, "__name__", "fn")}', hook, parent=get_default_graph())
         with g.as_default(), enable_grad():         # (as mg.grad: an outer no_grad does not stop it)
             p = placeholder(x.dtype, lead + tuple(x.shape), name='x')
             with scope(None):
@@ -259,7 +283,7 @@ def jacrev(fn):
             g.no_grad.clear()
             seed = placeholder(out.dtype, out.shape, name='seed')
             gx = gradients(out, [p], [seed])[0]
-        g.capture_tensor = None
+        g.close()
         shape = tuple(out.shape)[len(lead):]
         rows = vmap(lambda s: replay(g, [xv, _repeat(s, lead[0], 'jacrev') if lanes else s] + hook.tensors,
                                      [c for c, _ in g.captures], inputs=[p, seed] + hook.syms, outputs=[gx])[0],
@@ -272,13 +296,31 @@ def jacrev(fn):
 
 
 def hessian(fn, argnums=0):
-    """The Hessian of a scalar ``fn`` of one array: forward over reverse (jacfwd of mg.grad, one pass).
+    """The Hessian of a scalar ``fn`` by argument ``argnums`` (an array): forward over reverse, jacfwd of mg.grad
+    in one pass. A tuple ``argnums`` gives the blocks d/d args[j] of the gradient by args[i] as a tuple (i) of
+    tuples (j), as jax.hessian and torch.func.hessian. Keyword arguments pass through to fn.
 
     >>> import minigrad as mg
     >>> mg.hessian(lambda x: (x ** 3).sum())(mg.tensor([1.0, 2.0])).tolist()
     [[6.0, 0.0], [0.0, 12.0]]
+    >>> mg.hessian(lambda x, y: (x * y * y).sum(), argnums=1)(mg.tensor([1.0, 2.0]), mg.tensor([3.0, 4.0])).tolist()
+    [[2.0, 0.0], [0.0, 4.0]]
     """
-    return jacfwd(grad(fn, argnums))
+    if not callable(fn):
+        raise GradError(f'hessian: fn must be a function, got {type(fn).__name__}')
+
+    def hess(*args, **kwargs):
+        nums = _argnums(argnums, len(args), 'hessian')
+        rows = tuple(tuple(_block(fn, i, j, args, kwargs) for j in nums) for i in nums)
+        return rows if isinstance(argnums, (tuple, list)) else rows[0][0]
+    return hess
+
+
+def _block(fn, i, j, args, kwargs):
+    """d/d args[j] of fn's gradient by args[i], by the one-pass forward-mode Jacobian."""
+    def grad_i(a):
+        return grad(fn, i)(*args[:j], a, *args[j + 1:], **kwargs)
+    return jacfwd(grad_i)(args[j])
 
 
 def functional_call(module, params, *args, **kwargs):

@@ -27,7 +27,7 @@ from ..pytree import flatten, unflatten
 from .batching import Batched
 from .call import Callee, call_outputs, copy_aliases, needs_call_node, value_of
 from .guards import exact as _exact, walk
-from .trace import Captures, arg_names, as_array, outputs_of
+from .trace import Captures, TracingGraph, arg_names, as_array, outputs_of
 
 
 def _user_line() -> str:
@@ -65,17 +65,6 @@ class GraphBreak:
         return f"{self.what} of '{self.symbol.name}' == {self.expected!r}"
 
 
-class _Tracer:
-    """Graph.tracer while mg.jit traces: evaluates the graph built so far and records a GraphBreak."""
-
-    def __init__(self, graph, feeds):
-        self.graph, self.feeds, self.breaks = graph, feeds, []
-
-    def __call__(self, sym, what, convert):
-        value = np.asarray(evaluate(self.graph, [sym], self.feeds())[0])
-        expected = convert(value)
-        self.breaks.append(GraphBreak(sym, what, convert, expected, len(self.graph.nodes), _user_line()))
-        return expected
 
 
 class Segment:
@@ -195,16 +184,31 @@ def _is_scalar(a) -> bool:
     return isinstance(a, (bool, int, float, str)) and not isinstance(a, np.generic)
 
 
-class _JitGraph(Graph):
-    """The graph mg.jit traces into (for the trace only): a numpy array fn reads from outside (one that
-    guards.walk found) becomes a Variable fed the array on every call, as a captured Tensor does."""
-    __slots__ = ()
+class _JitGraph(TracingGraph):
+    """The graph mg.jit traces into. While tracing, a numpy array fn reads from outside (one that
+    guards.walk found) becomes a Variable fed the array on every call, as a captured Tensor does; and a
+    Symbol's value asked for (bool(), item(), ...) is computed from the graph so far: a GraphBreak."""
+    __slots__ = ('feeds', 'breaks')
+
+    def __init__(self, name, rule):
+        super().__init__(name, rule)
+        self.feeds, self.breaks = None, []
 
     def lift(self, x, like=()):
-        hook = self.capture_tensor
-        if type(x) is np.ndarray and hook is not None and id(x) in hook.arrays:
-            return hook(self, hook.arrays[id(x)])
+        if type(x) is np.ndarray and self.rule is not None and id(x) in self.rule.arrays:
+            return self.rule(self, self.rule.arrays[id(x)])
         return Graph.lift(self, x, like)
+
+    def concrete(self, sym, what, convert):
+        if self.rule is None or convert is None:        # the trace is over, or no value can stand in
+            return Graph.concrete(self, sym, what, convert)
+        expected = convert(np.asarray(evaluate(self, [sym], self.feeds())[0]))
+        self.breaks.append(GraphBreak(sym, what, convert, expected, len(self.nodes), _user_line()))
+        return expected
+
+    def close(self):
+        TracingGraph.close(self)
+        self.feeds = None                               # it holds the example arrays
 
 
 def _key(args, arrays) -> tuple:
@@ -306,26 +310,23 @@ class JitFunction:
         return unflatten(tree, [Batched(stack([v, *[r[j] for r in rest]]), level) for j, v in enumerate(flat)])
 
     def _trace(self, args, arrays, names, key, text, kw=()) -> JitEntry:
-        g = Graph(f'jit of {self.__name__}')
         before = walk(self.fn, self.__name__, self._attrs)      # the arrays fn reads, to feed
-        hook = Captures(g, before.arrays())
+        hook = Captures(before.arrays())
+        g = _JitGraph(f'jit of {self.__name__}', hook)
         with g.as_default():
             inputs = [placeholder(a.dtype, a.shape, name=n) for a, n in zip(arrays, names) if a is not None]
         it = iter(inputs)
         call = [a if _is_scalar(a) else next(it) for a in args]
         live = [a for a in arrays if a is not None]
-        tracer = _Tracer(g, lambda: {**{id(p): a for p, a in zip(inputs, live)},
-                                     **{id(v): t.data for v, t in hook.params}})
-        g.capture_tensor, g.tracer, g.__class__ = hook, tracer, _JitGraph
+        g.feeds = lambda: {**{id(p): a for p, a in zip(inputs, live)}, **{id(v): t.data for v, t in hook.params}}
         try:
             with g.as_default(), enable_grad():         # an outer no_grad does not reach into the graph
                 out = _call(self.fn, call, kw)
             outputs, treedef = outputs_of(g, out, g.lift)
         finally:
-            g.capture_tensor = g.tracer = None      # later value requests raise as usual
-            g.__class__ = Graph
-        segments = _split(g, tracer.breaks, outputs, self.__name__, self.backend)
-        entry = JitEntry(key, text, g, inputs, outputs, treedef, hook.params, tracer.breaks, segments)
+            g.close()                                   # later value requests raise as usual
+        segments = _split(g, g.breaks, outputs, self.__name__, self.backend)
+        entry = JitEntry(key, text, g, inputs, outputs, treedef, hook.params, g.breaks, segments)
         reads = walk(self.fn, self.__name__, before.attrs)      # the guards: what fn reads, as tracing left it
         self._attrs = reads.attrs
         entry.check, entry.reads = reads.checker(hook.params, before), reads

@@ -118,17 +118,34 @@ def _run(traced: TracedFunction, arrays) -> list:
     return [np.array(v) for v in evaluate(traced.graph, traced.outputs, feeds, {})]
 
 
+class TracingGraph(Graph):
+    """The graph Python code is traced into (mg.trace, mg.jit, mg.grad, a Module's training step): a Tensor
+    the code meets becomes what ``rule(graph, tensor)`` makes of it (a Variable fed its current value, or
+    a placeholder). After ``close()`` it refuses Tensors as any graph does."""
+    __slots__ = ('rule',)
+
+    def __init__(self, name, rule, parent=None):
+        super().__init__(name, parent)
+        self.rule = rule
+
+    def lift_tensor(self, t, like=()):
+        return Graph.lift_tensor(self, t, like) if self.rule is None else self.rule(self, t)
+
+    def close(self):
+        self.rule = None
+
+
 class Captures:
-    """The capture_tensor hook: an outside Tensor becomes a Variable, fed its current ``.data`` each call.
+    """A TracingGraph's rule: an outside Tensor becomes a Variable, fed its current ``.data`` each call.
     ``arrays`` (mg.jit): id -> a Tensor around each outside numpy array to capture the same way."""
 
-    def __init__(self, graph, arrays=None):
-        self.graph, self.syms, self.params, self.arrays = graph, {}, [], arrays or {}
+    def __init__(self, arrays=None):
+        self.syms, self.params, self.arrays = {}, [], arrays or {}
 
-    def __call__(self, _graph, t: Tensor) -> Symbol:
+    def __call__(self, graph, t: Tensor) -> Symbol:
         key = id(t)
         if key not in self.syms:
-            with self.graph.as_default():       # a Variable fed t.data on every call: never a stale copy
+            with graph.as_default():       # a Variable fed t.data on every call: never a stale copy
                 v = Variable(t.data, name=t.name or ('param' if t.requires_grad else 'captured'))
                 self.params.append((v, t))
                 self.syms[key] = v
@@ -177,8 +194,7 @@ def trace_symbols(fn, arrays, names, title) -> tuple:
     a node. Returns (graph, placeholders, output Symbols, the outputs' TreeDef, captured (Variable,
     Tensor) pairs). A Python branch on a Symbol has no value to test, so it raises TraceError."""
     name = getattr(fn, '__name__', 'fn')
-    g = Graph(title)
-    g.capture_tensor = hook = Captures(g)
+    g = TracingGraph(title, Captures())
     with g.as_default(), enable_grad():         # an outer no_grad stays outside the graph
         inputs = [placeholder(a.dtype, a.shape, name=n) for a, n in zip(arrays, names)]
         try:
@@ -191,8 +207,9 @@ def trace_symbols(fn, arrays, names, title) -> tuple:
                 f'mg.while_loop(cond, body, loop_vars), or mg.trace(..., symbolic=False) to record one '
                 f'concrete run (its branches are then frozen).\n  Details: {e}') from None
     outputs, treedef = outputs_of(g, out, g.lift)
-    g.capture_tensor = None
-    return g, inputs, outputs, treedef, hook.params
+    params = g.rule.params
+    g.close()
+    return g, inputs, outputs, treedef, params
 
 
 def tape_to_graph(tape, inputs, outputs=None, names=None, name='tape') -> tuple:
@@ -220,7 +237,7 @@ def tape_to_graph(tape, inputs, outputs=None, names=None, name='tape') -> tuple:
         outputs = [tape.entries[-1].output] if tape.entries else []
     names = names or [t.name or f'arg{i}' for i, t in enumerate(inputs)]
     g = Graph(name)
-    hook, env = Captures(g), {}
+    hook, env = Captures(), {}
     with g.as_default(), enable_grad():         # the graph follows the tape's own no_grad marks only
         phs = [placeholder(t.data.dtype, t.data.shape, name=n) for t, n in zip(inputs, names)]
         env.update((id(t), p) for t, p in zip(inputs, phs))

@@ -21,7 +21,7 @@ def build(np, B, K, conv):
     return run
 
 
-# ---- kernel 0: k_0a105b2ec746cfb74326.py (numba)
+# ---- kernel 0: k_8058db8a2ea6006977c0.py (numba)
 @njit(void(In('float32', 1), In('float32', 1), In('float32', 1), In('float32', 1), In('float32', 1), Out('float32', 1)), cache=True, error_model='numpy')
 def kernel(a0, a1, a2, a3, a4, o0):
     n0, = o0.shape

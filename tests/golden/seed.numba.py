@@ -19,7 +19,7 @@ def build(np, B, K, conv):
     return run
 
 
-# ---- kernel 0: k_5b7440a57efa4851243c.py (numba)
+# ---- kernel 0: k_b644b8a7755d1089c2e1.py (numba)
 @njit(void(In('float32', 1), In('float32', 1), In('float32', 1), Out('float32', 1)), cache=True, error_model='numpy')
 def kernel(a0, a1, a2, o0):
     n0, = o0.shape
