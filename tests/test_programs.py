@@ -1481,8 +1481,8 @@ def test_net_variables_assigned_over_steps(case):
         StateRun(*case).check()
 
 
-@pytest.mark.slow
-@settings(max_examples=n_programs(200), **NET)
+@pytest.mark.slow              # 200 took 5 of the full run's 10 minutes; MINIGRAD_NET_SCALE=4 draws more
+@settings(max_examples=n_programs(60), **NET)
 @given(case=STATE_PROGRAMS)
 def test_net_variables_assigned_over_steps_large(case):
     with np.errstate(all='ignore'):
